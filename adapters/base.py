@@ -1,0 +1,309 @@
+"""The translator contract shared by every adapter (sans-I/O, like h11).
+
+An adapter is a `Translator`: a provider id, a frozen msgspec state type, and one
+pure function `translate(state, message, out) -> state` that reads one native
+message and appends canonical events to `out`. No clock, no uuid4, no random, no
+I/O: ids and times come from the record or from counters held in the state, so the
+same input always gives the same output, byte for byte.
+
+This module owns what every adapter would otherwise write again:
+
+* `Session`: the per-session cursor (last `seq`, the source-offset watermark that
+  makes redelivery harmless, the last known time) around the adapter's own state;
+* `Emitter`: stamps the envelope (gapless `seq`, deterministic `eventId`,
+  `createdAt`, canonical ids derived from provider ids, optional `raw`);
+* `translate_record`: the driver that feeds one raw record (one or more NDJSON
+  lines) through a translator, isolating each bad line as a `LineFailure` so the
+  caller can dead-letter its bytes while the good lines go on.
+
+Errors: `AdapterError` is the root; `MalformedRecord` is bad input (not JSON, not
+an object, wrong shape). Nothing else escapes `translate_record`'s per-line path
+for bad input: a translator that trips over a wrongly shaped message (KeyError,
+TypeError, AttributeError, ValueError) is reported as `MalformedRecord` too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from datetime import datetime, timezone
+from typing import Any, Generic, Protocol, TypeVar
+
+import msgspec
+from msgspec import UNSET, Struct, UnsetType
+
+from topics.canonical import (
+    SCHEMA_VERSION,
+    ProviderRefs,
+    RawSource,
+    RuntimeWarningEvent,
+    RuntimeWarningPayload,
+    _Event,
+)
+from topics.records import Origin
+
+S = TypeVar("S", bound=Struct)
+
+
+class AdapterError(Exception):
+    """Root of every error an adapter raises."""
+
+
+class MalformedRecord(AdapterError):
+    """The input is not a valid native message: not JSON, not an object, wrong shape."""
+
+
+# ---------------------------------------------------------------------------
+# Deterministic ids
+# ---------------------------------------------------------------------------
+
+
+def _digest(parts: tuple[str, ...], size: int) -> str:
+    return hashlib.blake2b("\x1f".join(parts).encode(), digest_size=size).hexdigest()
+
+
+def event_id(provider: str, session_id: str, seq: int) -> str:
+    """The eventId of the `seq`-th event of a session: a UUID-shaped hash (version 8).
+
+    The same (provider, session, seq) always gives the same id, so a consumer can
+    drop the duplicates a crash or a replay produces.
+    """
+    h = _digest((provider, session_id, str(seq)), 16)
+    return f"{h[:8]}-{h[8:12]}-8{h[13:16]}-{'89ab'[int(h[16], 16) & 3]}{h[17:20]}-{h[20:32]}"
+
+
+def canonical_id(prefix: str, session_id: str, *parts: str) -> str:
+    """A canonical id (`thr_`, `trn_`, `itm_`, `req_`, ...) derived from provider ids."""
+    return f"{prefix}_{_digest((session_id, *parts), 12)}"
+
+
+def iso_ms(ms: int) -> str:
+    """Epoch milliseconds as ISO 8601 UTC with milliseconds (never the local zone)."""
+    dt = datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+
+
+# ---------------------------------------------------------------------------
+# Session state and messages
+# ---------------------------------------------------------------------------
+
+
+class Session(Struct, Generic[S], frozen=True, kw_only=True):
+    """Per-session bookkeeping shared by every provider, around the adapter state.
+
+    `watermark` is the last source position applied (Kafka offset, or line number
+    in replay): a record at or below it is a redelivery and changes nothing.
+    """
+
+    seq: int = 0
+    watermark: int = -1
+    clockMs: int = 0
+    state: S
+
+
+class Message:
+    """One native message handed to a translator."""
+
+    __slots__ = ("obj", "data", "origin", "time_ms")
+
+    def __init__(self, obj: dict[str, Any], data: bytes, origin: Origin, time_ms: int | None):
+        self.obj = obj  # the decoded JSON object
+        self.data = data  # its exact bytes
+        self.origin = origin  # "agent" wrote it, or "client" (requests, responses, decisions)
+        self.time_ms = time_ms
+
+
+class Emitter:
+    """Collects the canonical events of one session's record and stamps their envelope."""
+
+    __slots__ = (
+        "provider", "session_id", "seq", "created_at", "include_raw", "raw_source",
+        "events", "_message", "native_type",
+    )
+
+    def __init__(self, provider: str, session_id: str, seq: int, created_at: str,
+                 include_raw: bool, raw_source: str):
+        self.provider = provider
+        self.session_id = session_id
+        self.seq = seq
+        self.created_at = created_at
+        self.include_raw = include_raw
+        self.raw_source = raw_source
+        self.events: list[_Event] = []
+        self._message: Message | None = None
+        self.native_type: str | UnsetType = UNSET  # set by translators, recorded in `raw`
+
+    def id(self, prefix: str, *parts: str) -> str:
+        """Canonical id for provider id parts, scoped to this session."""
+        return canonical_id(prefix, self.session_id, *parts)
+
+    def _raw(self) -> RawSource:
+        m = self._message
+        assert m is not None
+        return RawSource(source=self.raw_source, origin=m.origin, messageType=self.native_type,
+                         payload=msgspec.Raw(m.data))
+
+    def emit(
+        self,
+        cls: type[_Event],
+        payload: Struct,
+        *,
+        synthetic: bool = False,
+        thread: str | UnsetType = UNSET,
+        turn: str | UnsetType = UNSET,
+        item: str | UnsetType = UNSET,
+        request: str | UnsetType = UNSET,
+        parent: str | UnsetType = UNSET,
+        refs: ProviderRefs | UnsetType = UNSET,
+        with_raw: bool = False,
+    ) -> None:
+        """Append one event; canonical ids (`thread`, `turn`, ...) must already be canonical."""
+        self.seq += 1
+        self.events.append(
+            cls(
+                schemaVersion=SCHEMA_VERSION,
+                eventId=event_id(self.provider, self.session_id, self.seq),
+                seq=self.seq,
+                provider=self.provider,
+                sessionId=self.session_id,
+                createdAt=self.created_at,
+                threadId=thread,
+                turnId=turn,
+                itemId=item,
+                requestId=request,
+                parentItemId=parent,
+                providerRefs=refs,
+                synthetic=synthetic,
+                raw=self._raw() if (self.include_raw or with_raw) and self._message else UNSET,
+                payload=payload,
+            )
+        )
+
+    def unknown(self, native_type: str, *, thread: str | UnsetType = UNSET,
+                turn: str | UnsetType = UNSET) -> None:
+        """A valid message of a type this adapter does not know: a warning that carries
+        the native message in `raw` (always, whatever include_raw says), never a drop."""
+        self.emit(
+            RuntimeWarningEvent,
+            RuntimeWarningPayload(
+                message=f"unknown {self.provider} message type {native_type!r}",
+                detail={"nativeType": native_type},
+            ),
+            thread=thread,
+            turn=turn,
+            with_raw=True,
+        )
+
+
+class Translator(Protocol[S]):
+    """What every adapter module provides (see adapters.registry)."""
+
+    provider: str
+    raw_source: str  # RawSource.source label, e.g. "codex.app-server"
+    state_type: type[S]
+
+    def initial(self) -> S: ...
+
+    def translate(self, state: S, msg: Message, out: Emitter) -> S:
+        """Apply one native message. Raises AdapterError (MalformedRecord for bad input)."""
+        ...
+
+
+# ---------------------------------------------------------------------------
+# The driver
+# ---------------------------------------------------------------------------
+
+
+class LineFailure(Struct, frozen=True):
+    """One native line that could not be translated (to be dead-lettered)."""
+
+    line: int
+    data: bytes
+    error: AdapterError
+
+
+class Line(Struct, frozen=True):
+    """One native message of a raw record, with who sent it and when."""
+
+    data: bytes
+    origin: Origin = "agent"
+    time_ms: int | None = None
+
+
+_decode_json = msgspec.json.Decoder().decode
+_SHAPE_ERRORS = (KeyError, TypeError, AttributeError, ValueError, IndexError)
+
+
+def decode_message(data: bytes) -> dict[str, Any]:
+    """Decode one native JSON line. Raises MalformedRecord if it is not a JSON object."""
+    try:
+        obj = _decode_json(data)
+    except msgspec.DecodeError as e:
+        raise MalformedRecord(f"not valid JSON: {e}") from None
+    if not isinstance(obj, dict):
+        raise MalformedRecord(f"a native message must be a JSON object, got {type(obj).__name__}")
+    return obj
+
+
+def new_session(translator: Translator[S]) -> Session[S]:
+    return Session(state=translator.initial())
+
+
+def translate_record(
+    translator: Translator[S],
+    session: Session[S],
+    session_id: str,
+    lines: Iterable[Line],
+    *,
+    offset: int,
+    include_raw: bool = False,
+) -> tuple[Session[S], list[_Event], list[LineFailure]]:
+    """Feed one raw record (its native lines, in order) through `translator`.
+
+    Returns the new session, the canonical events, and the lines that failed (each
+    failed line leaves the state as it was before that line). A record at or below
+    the session's watermark is a redelivery: nothing changes, nothing is emitted.
+    """
+    if offset <= session.watermark:
+        return session, [], []
+    state = session.state
+    clock = session.clockMs
+    out: Emitter | None = None
+    failures: list[LineFailure] = []
+    for n, line in enumerate(lines):
+        if line.time_ms is not None and line.time_ms != clock:
+            clock = line.time_ms
+            if out is not None:
+                out.created_at = iso_ms(clock)
+        if out is None:
+            out = Emitter(translator.provider, session_id, session.seq, iso_ms(clock),
+                          include_raw, translator.raw_source)
+        mark, seq = len(out.events), out.seq
+        try:
+            obj = decode_message(line.data)
+            out._message = Message(obj, line.data, line.origin, line.time_ms)
+            out.native_type = UNSET
+            try:
+                state = translator.translate(state, out._message, out)
+            except _SHAPE_ERRORS as e:
+                kind = obj.get("type", obj.get("method", "?"))
+                raise MalformedRecord(
+                    f"{translator.provider} message {str(kind)[:80]!r} has the wrong shape: "
+                    f"{type(e).__name__}: {e}"
+                ) from None
+        except AdapterError as e:
+            del out.events[mark:]
+            out.seq = seq
+            failures.append(LineFailure(n, line.data, e))
+    events = out.events if out is not None else []
+    seq = out.seq if out is not None else session.seq
+    return (
+        Session(seq=seq, watermark=offset, clockMs=clock, state=state),
+        events,
+        failures,
+    )
+
+
+def split_lines(value: bytes) -> list[bytes]:
+    """The native lines of an NDJSON record value (blank lines dropped)."""
+    return [ln for ln in value.split(b"\n") if ln.strip()]

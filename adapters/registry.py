@@ -1,0 +1,42 @@
+"""The provider registry: provider id -> translator module.
+
+Each adapter module is itself a `Translator` (module attributes `provider`,
+`raw_source`, `state_type`, `initial`, `translate`, `IGNORED`). Modules are
+imported on first use, so replaying one provider loads one adapter.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+from typing import Any
+
+from adapters.base import Translator
+
+_MODULES: dict[str, str] = {
+    "claude": "adapters.claude",
+    "codex": "adapters.codex",
+    "codex-exec": "adapters.codex_exec",
+    "opencode": "adapters.opencode",
+    "acp": "adapters.acp",
+    "amp": "adapters.amp",
+    "gemini": "adapters.gemini",
+}
+
+
+class UnknownProvider(KeyError):
+    """No adapter is registered for this provider id."""
+
+
+def providers() -> tuple[str, ...]:
+    """Every provider id with a registered adapter module."""
+    return tuple(_MODULES)
+
+
+def get(provider: str) -> Translator[Any]:
+    """The translator of `provider`. Raises UnknownProvider."""
+    name = _MODULES.get(provider)
+    if name is None:
+        raise UnknownProvider(f"no adapter for provider {provider!r}; known: {', '.join(_MODULES)}")
+    module: ModuleType = importlib.import_module(name)
+    return module  # type: ignore[return-value]

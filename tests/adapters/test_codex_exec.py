@@ -1,0 +1,93 @@
+"""codex-exec: the real `codex exec --json` recordings and the captured conversations."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.adapters.harness import (
+    SHARED,
+    assert_envelope_invariants,
+    assert_three_ways,
+    assistant_texts,
+    capture_lines,
+    events_of,
+    read_capture,
+    read_native,
+    run_whole,
+)
+
+REAL = sorted((SHARED / "fixtures" / "real" / "codex").glob("codex-exec-json-*.jsonl"))
+CAPTURED = sorted((Path(__file__).parents[1] / "fixtures" / "captured" / "codex-exec")
+                  .glob("*.capture.jsonl"))
+
+
+def _final_message(lines) -> str:  # noqa: ANN001
+    texts = [json.loads(ln.data)["item"]["text"] for ln in lines
+             if json.loads(ln.data).get("type") == "item.completed"
+             and json.loads(ln.data)["item"]["type"] == "agent_message"]
+    return texts[-1]
+
+
+@pytest.mark.skipif(not REAL, reason="../shared/fixtures/real/codex is absent (public recordings "
+                                     "are read from ../shared, never copied into the project)")
+@pytest.mark.parametrize("path", REAL, ids=[p.stem for p in REAL])
+def test_real_recording_translates_completely(path: Path):
+    lines = read_native(path)
+    events = events_of(assert_three_ways("codex-exec", lines))
+    assert assistant_texts(events)[-1] == _final_message(lines)
+    assert_envelope_invariants(events)
+    assert not [e for e in events if e["type"] == "runtime.warning"]
+    assert events_of(run_whole("codex-exec", lines)) == events  # identical ids on a second run
+
+
+@pytest.mark.parametrize("path", CAPTURED, ids=[p.stem for p in CAPTURED])
+def test_captured_conversation_translates_completely(path: Path):
+    lines = read_capture(path)
+    events = events_of(assert_three_ways("codex-exec", lines))
+    assert assistant_texts(events)[-1] == _final_message(lines)
+    assert_envelope_invariants(events)
+    assert not [e for e in events if e["type"] == "runtime.warning"]
+
+
+def test_command_output_is_streamed_once_and_completed_whole():
+    item = {"id": "i", "type": "command_execution", "command": "ls", "status": "in_progress"}
+    lines = capture_lines([
+        ("agent", {"type": "turn.started"}),
+        ("agent", {"type": "item.started", "item": {**item, "aggregated_output": ""}}),
+        ("agent", {"type": "item.updated", "item": {**item, "aggregated_output": "a\n"}}),
+        ("agent", {"type": "item.updated", "item": {**item, "aggregated_output": "a\n"}}),
+        ("agent", {"type": "item.completed", "item": {**item, "aggregated_output": "a\nb\n",
+                                                       "exit_code": 0, "status": "completed"}}),
+    ])
+    events = events_of(assert_three_ways("codex-exec", lines))
+    deltas = [e["payload"]["delta"] for e in events if e["type"] == "content.delta"]
+    assert deltas == ["a\n", "b\n"]
+    done = [e for e in events if e["type"] == "item.completed"][0]["payload"]
+    assert (done["output"], done["exitCode"], done["isError"]) == ("a\nb\n", 0, False)
+    assert done["toolName"] == "Bash" and done["input"] == {"command": "ls"}
+
+
+def test_turn_failed_gives_error_then_failed_turn():
+    lines = capture_lines([
+        ("agent", {"type": "turn.started"}),
+        ("agent", {"type": "turn.failed", "error": {"message": "boom"}}),
+    ])
+    types = [(e["type"], e["payload"].get("state")) for e in events_of(run_whole("codex-exec", lines))]
+    assert types == [("turn.started", None), ("runtime.error", None), ("turn.completed", "failed")]
+
+
+def test_a_new_turn_closes_an_unfinished_one_as_interrupted():
+    lines = capture_lines([
+        ("agent", {"type": "turn.started"}),
+        ("agent", {"type": "item.started", "item": {"id": "c", "type": "command_execution",
+                                                    "command": "sleep 9", "status": "in_progress"}}),
+        ("agent", {"type": "turn.started"}),
+        ("agent", {"type": "turn.completed", "usage": {}}),
+    ])
+    events = events_of(run_whole("codex-exec", lines))
+    assert_envelope_invariants(events)
+    states = [e["payload"]["state"] for e in events if e["type"] == "turn.completed"]
+    assert states == ["interrupted", "completed"]

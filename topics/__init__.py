@@ -1,0 +1,46 @@
+"""Declarations only: the topic catalog and the schemas of every record on a topic."""
+
+from topics.canonical import (
+    EVENT_TYPES,
+    PAYLOAD_TYPES,
+    SCHEMA_VERSION,
+    TOOL_ITEM_TYPES,
+    CanonicalEvent,
+    decode_event,
+    encode_event,
+)
+from topics.catalog import (
+    CANONICAL_TOPIC,
+    CATALOG,
+    CHAT_TOPIC,
+    DEADLETTER_TOPIC,
+    DEFAULT_PARTITIONS,
+    PROVIDERS,
+    RAW_TOPICS,
+    TopicSpec,
+    raw_topic,
+    topic,
+)
+from topics.records import CaptureLine, DeadLetter
+
+__all__ = [
+    "CANONICAL_TOPIC",
+    "CATALOG",
+    "CHAT_TOPIC",
+    "DEADLETTER_TOPIC",
+    "DEFAULT_PARTITIONS",
+    "EVENT_TYPES",
+    "PAYLOAD_TYPES",
+    "PROVIDERS",
+    "RAW_TOPICS",
+    "SCHEMA_VERSION",
+    "TOOL_ITEM_TYPES",
+    "CanonicalEvent",
+    "CaptureLine",
+    "DeadLetter",
+    "TopicSpec",
+    "decode_event",
+    "encode_event",
+    "raw_topic",
+    "topic",
+]

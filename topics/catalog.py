@@ -1,0 +1,108 @@
+"""The topic catalog: every topic canonflow reads or writes, declared once.
+
+Topic names are literals here and nowhere else. All co-partitioned topics (the raw
+topics, the canonical and chat topics, and the table changelogs that the pipeline
+derives from them) share one partition count, so a session's records, its state
+and its output always live on the same partition number.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from msgspec import Struct
+
+#: Every provider canonflow reads, in catalog order.
+PROVIDERS: tuple[str, ...] = ("claude", "codex", "codex-exec", "opencode", "acp", "amp", "gemini")
+
+DEFAULT_PARTITIONS = 12
+DAY_MS = 24 * 60 * 60 * 1000
+
+Cleanup = Literal["delete", "compact", "compact,delete"]
+
+
+class TopicSpec(Struct, frozen=True, kw_only=True):
+    """One topic of the catalog."""
+
+    name: str
+    role: Literal["raw", "canonical", "chat", "deadletter", "metrics"]
+    key: str
+    value: str
+    owner: str
+    cleanup_policy: Cleanup = "delete"
+    retention_ms: int = 7 * DAY_MS
+    co_partitioned: bool = True
+    provider: str | None = None
+
+    def config(self) -> dict[str, str]:
+        """Topic-level configuration as Kafka expects it (string values)."""
+        return {"cleanup.policy": self.cleanup_policy, "retention.ms": str(self.retention_ms)}
+
+
+RAW_TOPICS: dict[str, str] = {
+    "claude": "agents.raw.claude",
+    "codex": "agents.raw.codex",
+    "codex-exec": "agents.raw.codex-exec",
+    "opencode": "agents.raw.opencode",
+    "acp": "agents.raw.acp",
+    "amp": "agents.raw.amp",
+    "gemini": "agents.raw.gemini",
+}
+CANONICAL_TOPIC = "agents.canonical"
+CHAT_TOPIC = "agents.chat"
+DEADLETTER_TOPIC = "agents.deadletter"
+
+_RAW_VALUE = "NDJSON: one or more native messages of the session, exactly as the runtime wrote them"
+
+CATALOG: tuple[TopicSpec, ...] = (
+    *(
+        TopicSpec(
+            name=RAW_TOPICS[p],
+            role="raw",
+            key="fleet session id (UTF-8)",
+            value=_RAW_VALUE,
+            owner="agent sandboxes (sidecar)",
+            retention_ms=3 * DAY_MS,
+            provider=p,
+        )
+        for p in PROVIDERS
+    ),
+    TopicSpec(
+        name=CANONICAL_TOPIC,
+        role="canonical",
+        key="fleet session id (UTF-8)",
+        value="canonical event (JSON, topics.canonical.CanonicalEvent)",
+        owner="canonflow normalize agents",
+        retention_ms=7 * DAY_MS,
+    ),
+    TopicSpec(
+        name=CHAT_TOPIC,
+        role="chat",
+        key="fleet session id (UTF-8)",
+        value="chat record (JSON, topics.chat.ChatRecord)",
+        owner="canonflow chat projection",
+        retention_ms=7 * DAY_MS,
+    ),
+    TopicSpec(
+        name=DEADLETTER_TOPIC,
+        role="deadletter",
+        key="fleet session id when known",
+        value="dead letter (JSON, topics.records.DeadLetter) with the original bytes",
+        owner="canonflow normalize agents",
+        retention_ms=30 * DAY_MS,
+        co_partitioned=False,
+    ),
+)
+
+
+def topic(name: str) -> TopicSpec:
+    """The catalog entry for `name`. Raises KeyError for a topic not in the catalog."""
+    for spec in CATALOG:
+        if spec.name == name:
+            return spec
+    raise KeyError(name)
+
+
+def raw_topic(provider: str) -> str:
+    """The raw topic of `provider`. Raises KeyError for an unknown provider."""
+    return RAW_TOPICS[provider]

@@ -1,0 +1,50 @@
+"""Records that cross topics besides the canonical event: raw-record metadata, the
+capture line format, and the dead letter."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+from msgspec import UNSET, Struct, UnsetType
+
+Origin = Literal["agent", "client"]
+
+#: Kafka header names on raw records (values are UTF-8).
+HEADER_ORIGIN = "origin"  # "agent" (default) or "client"
+HEADER_TIME = "t"  # capture time, epoch milliseconds
+
+
+class CaptureLine(Struct, frozen=True, kw_only=True):
+    """One line of `--format capture`: a native message and who sent it.
+
+    `msg` stays undecoded (msgspec.Raw) so the native bytes pass through unchanged.
+    """
+
+    origin: Origin = "agent"
+    t: int | None = None
+    msg: msgspec.Raw
+
+
+class DeadLetter(Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A raw record (or one line of it) that could not be translated.
+
+    `value` holds the original bytes (base64 in JSON); nothing is lost.
+    """
+
+    topic: str
+    partition: int
+    offset: int
+    provider: str
+    errorClass: str
+    reason: str
+    value: bytes
+    key: str | None = None
+    line: int | UnsetType = UNSET
+    origin: Origin | UnsetType = UNSET
+    timestampMs: int | UnsetType = UNSET
+
+
+capture_line_decoder = msgspec.json.Decoder(CaptureLine)
+encode_deadletter = msgspec.json.Encoder().encode
+decode_deadletter = msgspec.json.Decoder(DeadLetter).decode

@@ -1,0 +1,32 @@
+"""JSON Schema of every record canonflow publishes, generated from the msgspec types."""
+
+from __future__ import annotations
+
+import json
+
+import msgspec
+
+from topics.canonical import CanonicalEvent
+from topics.records import DeadLetter
+
+
+def schema() -> dict[str, object]:
+    """One JSON Schema document: `$defs` for every type, and the published records
+    (`CanonicalEvent`, `DeadLetter`) named under `x-canonflow-records`."""
+    records = {"CanonicalEvent": CanonicalEvent, "DeadLetter": DeadLetter}
+    schemas, components = msgspec.json.schema_components(
+        list(records.values()), ref_template="#/$defs/{name}")
+    doc: dict[str, object] = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "https://canonflow.dev/schema/canonflow.schema.json",
+        "title": "canonflow records",
+        "anyOf": [{"$ref": f"#/$defs/{name}"} for name in records],
+        "$defs": {**components, **{name: s for name, s in zip(records, schemas)}},
+        "x-canonflow-records": {name: f"#/$defs/{name}" for name in records},
+    }
+    return doc
+
+
+def schema_json() -> bytes:
+    """The schema document as stable, pretty JSON (the committed file's bytes)."""
+    return (json.dumps(schema(), indent=2, sort_keys=True) + "\n").encode()
