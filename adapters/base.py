@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Generic, Protocol, TypeVar
 
 import msgspec
@@ -79,7 +79,7 @@ def canonical_id(prefix: str, session_id: str, *parts: str) -> str:
 
 def iso_ms(ms: int) -> str:
     """Epoch milliseconds as ISO 8601 UTC with milliseconds (never the local zone)."""
-    dt = datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+    dt = datetime.fromtimestamp(ms / 1000, tz=UTC)
     return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
 
 
@@ -160,7 +160,7 @@ class Emitter:
         """Append one event; canonical ids (`thread`, `turn`, ...) must already be canonical."""
         self.seq += 1
         self.events.append(
-            cls(
+            cls(  # type: ignore[call-arg]  # `payload` is declared on each subclass
                 schemaVersion=SCHEMA_VERSION,
                 eventId=event_id(self.provider, self.session_id, self.seq),
                 seq=self.seq,

@@ -32,6 +32,11 @@ _ALIASES: dict[str, str] = {
     "todoread": "TodoRead", "todo_read": "TodoRead",
     "exitplanmode": "ExitPlanMode", "askuserquestion": "AskUserQuestion",
     "question": "AskUserQuestion", "save_memory": "SaveMemory",
+    # Amp (`amp --stream-json`)
+    "edit_file": "Edit", "create_file": "Write", "read_web_page": "WebFetch",
+    # Gemini CLI (tool-names.ts)
+    "grep_search": "Grep", "invoke_agent": "Task", "ask_user": "AskUserQuestion",
+    "exit_plan_mode": "ExitPlanMode",
 }
 
 _FILE_CHANGE = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit"})

@@ -19,6 +19,49 @@ def main() -> None:
     """canonflow: AI coding-agent runtime events -> one canonical event stream on Kafka."""
 
 
+def _settings(**overrides: object):  # noqa: ANN202
+    from pipeline.settings import from_env
+
+    try:
+        return from_env(**overrides)
+    except ValueError as e:
+        raise click.UsageError(str(e)) from None
+
+
+_broker_option = click.option(
+    "--broker", "-b", envvar="CANONFLOW_BROKER", default=None,
+    help="kafka://host:port of an existing cluster (env CANONFLOW_BROKER). "
+         "Default: start an embedded broker on 127.0.0.1.")
+_partitions_option = click.option(
+    "--partitions", type=int, default=None,
+    help="Partitions of every co-partitioned topic (env CANONFLOW_PARTITIONS, default 12).")
+
+
+@main.command()
+@_broker_option
+@_partitions_option
+@click.option("--include-raw", is_flag=True, default=None,
+              help="Copy native messages into canonical events (env CANONFLOW_INCLUDE_RAW).")
+@click.option("--web-port", type=int, default=None, help="Worker web server port (127.0.0.1).")
+@click.option("--no-web", is_flag=True, help="Do not start the worker's web server.")
+def run(broker: str | None, partitions: int | None, include_raw: bool | None,
+        web_port: int | None, no_web: bool) -> None:
+    """Run the worker. With no broker configured, start an embedded one first.
+
+    Creates the catalog's topics, runs the normalize agents until Ctrl-C / SIGTERM,
+    then stops the embedded broker.
+    """
+    from pipeline.worker import broker_for, ensure_topics, run_worker
+
+    settings = _settings(broker=broker, partitions=partitions, include_raw=include_raw,
+                         web_port=web_port, web_enabled=False if no_web else None)
+    with broker_for(settings) as live:
+        created = ensure_topics(live)
+        click.echo(f"canonflow: broker {live.broker}; topics created: {len(created)}; "
+                   f"providers: {', '.join(live.providers)}", err=True)
+        run_worker(live)
+
+
 @main.command()
 @click.option("--provider", "-p", required=True, type=click.Choice(PROVIDERS),
               help="Which runtime wrote the input.")
@@ -52,6 +95,151 @@ def replay(provider: str, fmt: str, session: str | None, include_raw: bool,
         for path, stream in opened:
             if path != "-":
                 stream.close()
+
+
+@main.command()
+@_broker_option
+@click.option("--provider", "-p", required=True, type=click.Choice(PROVIDERS))
+@click.option("--session", "-s", required=True, help="Session id (the record key).")
+@click.option("--format", "fmt", type=click.Choice(["native", "capture"]), default="native",
+              show_default=True)
+@click.option("--batch", type=int, default=1, show_default=True,
+              help="Native messages per record (consecutive lines of one origin).")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+def produce(broker: str | None, provider: str, session: str, fmt: str, batch: int,
+            file: str) -> None:
+    """Send a native file into the provider's raw topic (key = session; origin and
+    capture time as headers)."""
+    import asyncio
+
+    import msgspec
+
+    from pipeline.kafka_io import produce as send
+    from pipeline.kafka_io import records_from_file
+
+    settings = _settings(broker=broker)
+    if not settings.broker:
+        raise click.UsageError("produce needs --broker (or CANONFLOW_BROKER)")
+    try:
+        records = records_from_file(file, fmt, batch)  # type: ignore[arg-type]
+    except (msgspec.DecodeError, msgspec.ValidationError) as e:
+        raise click.ClickException(f"{file}: not a capture file: {e}") from None
+    n = asyncio.run(send(settings, provider, session, records))
+    click.echo(f"canonflow: {n} record(s) -> {settings.broker} agents.raw.{provider} "
+               f"key {session!r}", err=True)
+
+
+@main.command()
+@_broker_option
+@click.option("--session", "-s", default=None, help="Only this session.")
+@click.option("--json", "as_json", is_flag=True, help="Print the events as JSON lines.")
+@click.option("--deadletters", is_flag=True, help="Follow agents.deadletter instead.")
+@click.option("--from-beginning/--from-now", default=True, show_default=True)
+@click.option("--idle-timeout", type=float, default=None,
+              help="Exit after this many seconds without a record.")
+@click.option("--max", "max_events", type=int, default=None, help="Exit after N records.")
+def tail(broker: str | None, session: str | None, as_json: bool, deadletters: bool,
+         from_beginning: bool, idle_timeout: float | None, max_events: int | None) -> None:
+    """Follow agents.canonical and print events readably (Ctrl-C stops)."""
+    import asyncio
+    import json
+
+    from pipeline.kafka_io import follow
+    from pipeline.render import render
+    from topics.catalog import CANONICAL_TOPIC, DEADLETTER_TOPIC
+
+    settings = _settings(broker=broker)
+    if not settings.broker:
+        raise click.UsageError("tail needs --broker (or CANONFLOW_BROKER)")
+    seen = 0
+    key = session.encode() if session else None
+
+    def show(rec) -> bool:  # noqa: ANN001
+        nonlocal seen
+        if key is not None and rec.key != key:
+            return False
+        seen += 1
+        if as_json or deadletters:
+            click.echo(rec.value.decode("utf-8", "replace"))
+        else:
+            click.echo(render(json.loads(rec.value)))
+        return max_events is not None and seen >= max_events
+
+    topic = DEADLETTER_TOPIC if deadletters else CANONICAL_TOPIC
+    try:
+        asyncio.run(follow(settings, [topic], show, from_beginning=from_beginning,
+                           idle_timeout=idle_timeout))
+    except KeyboardInterrupt:
+        pass
+
+
+@main.group()
+def topics() -> None:
+    """Create or verify the topic catalog on a cluster."""
+
+
+@topics.command("create")
+@_broker_option
+@_partitions_option
+def topics_create(broker: str | None, partitions: int | None) -> None:
+    """Create the catalog's missing topics (partitions, cleanup policy, retention)."""
+    from pipeline.worker import ensure_topics
+
+    settings = _settings(broker=broker, partitions=partitions)
+    if not settings.broker:
+        raise click.UsageError("topics create needs --broker (or CANONFLOW_BROKER)")
+    created = ensure_topics(settings)
+    click.echo("created: " + (", ".join(created) if created else "nothing (all present)"))
+
+
+@topics.command("check")
+@_broker_option
+@_partitions_option
+def topics_check(broker: str | None, partitions: int | None) -> None:
+    """Report drift between the cluster and the catalog; exit 1 if any."""
+    import asyncio
+
+    from pipeline.admin import check_topics
+
+    settings = _settings(broker=broker, partitions=partitions)
+    if not settings.broker:
+        raise click.UsageError("topics check needs --broker (or CANONFLOW_BROKER)")
+    drift = asyncio.run(check_topics(settings))
+    for d in drift:
+        click.echo(f"DRIFT {d}")
+    if drift:
+        sys.exit(1)
+    click.echo("catalog and cluster agree")
+
+
+@main.command()
+@click.option("--port", type=int, default=None, help="Port on 127.0.0.1 (default: a free one).")
+def broker(port: int | None) -> None:
+    """Run the embedded broker alone in the foreground (stopped by Ctrl-C / SIGTERM)."""
+    import signal
+    import threading
+
+    from pipeline.broker import EmbeddedBroker
+
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    with EmbeddedBroker(port=port) as b:
+        click.echo(f"canonflow: embedded broker at {b.url} (pid {b.pid}); Ctrl-C stops it")
+        sys.stdout.flush()
+        while not stop.wait(0.5):
+            if b.proc is None or b.proc.poll() is not None:
+                raise click.ClickException("the embedded broker exited")
+
+
+@main.command()
+@click.option("--timeout", type=float, default=90.0, show_default=True,
+              help="Give up after this many seconds.")
+def demo(timeout: float) -> None:
+    """Embedded broker + worker + the bundled sample sessions, shown as they arrive."""
+    from pipeline.demo import run_demo
+
+    sys.exit(run_demo(_settings(), timeout=timeout))
 
 
 @main.command()

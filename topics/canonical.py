@@ -85,7 +85,7 @@ class _Payload(Struct, frozen=True, kw_only=True, omit_defaults=True):
 # ---- envelope parts -----------------------------------------------------------
 
 
-class ProviderRefs(_Payload, kw_only=True):
+class ProviderRefs(_Payload, frozen=True, kw_only=True):
     """The provider's own ids, kept for correlation; never used as canonical ids."""
 
     providerSessionId: str | UnsetType = UNSET
@@ -96,7 +96,7 @@ class ProviderRefs(_Payload, kw_only=True):
     providerParentItemId: str | UnsetType = UNSET
 
 
-class RawSource(_Payload, kw_only=True):
+class RawSource(_Payload, frozen=True, kw_only=True):
     """The native message an event came from (only when the deployment opts in)."""
 
     source: str
@@ -109,71 +109,71 @@ class RawSource(_Payload, kw_only=True):
 # ---- payloads (seed 002 §1.5) -------------------------------------------------
 
 
-class SessionStartedPayload(_Payload, kw_only=True):
+class SessionStartedPayload(_Payload, frozen=True, kw_only=True):
     message: str | UnsetType = UNSET
     resume: Any | UnsetType = UNSET
 
 
-class SessionConfiguredPayload(_Payload, kw_only=True):
+class SessionConfiguredPayload(_Payload, frozen=True, kw_only=True):
     config: dict[str, Any]
 
 
-class SessionStateChangedPayload(_Payload, kw_only=True):
+class SessionStateChangedPayload(_Payload, frozen=True, kw_only=True):
     state: SessionState
     reason: str | UnsetType = UNSET
     detail: Any | UnsetType = UNSET
 
 
-class SessionExitedPayload(_Payload, kw_only=True):
+class SessionExitedPayload(_Payload, frozen=True, kw_only=True):
     reason: str | UnsetType = UNSET
     recoverable: bool | UnsetType = UNSET
     exitKind: Literal["graceful", "error"] | UnsetType = UNSET
 
 
-class ThreadStartedPayload(_Payload, kw_only=True):
+class ThreadStartedPayload(_Payload, frozen=True, kw_only=True):
     providerThreadId: str | UnsetType = UNSET
 
 
-class ThreadStateChangedPayload(_Payload, kw_only=True):
+class ThreadStateChangedPayload(_Payload, frozen=True, kw_only=True):
     state: ThreadState
     detail: Any | UnsetType = UNSET
 
 
-class ThreadMetadataUpdatedPayload(_Payload, kw_only=True):
+class ThreadMetadataUpdatedPayload(_Payload, frozen=True, kw_only=True):
     name: str | UnsetType = UNSET
     metadata: dict[str, Any] | UnsetType = UNSET
 
 
-class ThreadTokenUsageUpdatedPayload(_Payload, kw_only=True):
+class ThreadTokenUsageUpdatedPayload(_Payload, frozen=True, kw_only=True):
     usage: Any
 
 
-class ThreadRealtimeStartedPayload(_Payload, kw_only=True):
+class ThreadRealtimeStartedPayload(_Payload, frozen=True, kw_only=True):
     realtimeSessionId: str | UnsetType = UNSET
 
 
-class ThreadRealtimeItemAddedPayload(_Payload, kw_only=True):
+class ThreadRealtimeItemAddedPayload(_Payload, frozen=True, kw_only=True):
     item: Any
 
 
-class ThreadRealtimeAudioDeltaPayload(_Payload, kw_only=True):
+class ThreadRealtimeAudioDeltaPayload(_Payload, frozen=True, kw_only=True):
     audio: Any
 
 
-class ThreadRealtimeErrorPayload(_Payload, kw_only=True):
+class ThreadRealtimeErrorPayload(_Payload, frozen=True, kw_only=True):
     message: str
 
 
-class ThreadRealtimeClosedPayload(_Payload, kw_only=True):
+class ThreadRealtimeClosedPayload(_Payload, frozen=True, kw_only=True):
     reason: str | UnsetType = UNSET
 
 
-class TurnStartedPayload(_Payload, kw_only=True):
+class TurnStartedPayload(_Payload, frozen=True, kw_only=True):
     model: str | UnsetType = UNSET
     effort: str | UnsetType = UNSET
 
 
-class TurnCompletedPayload(_Payload, kw_only=True):
+class TurnCompletedPayload(_Payload, frozen=True, kw_only=True):
     state: TurnState
     stopReason: str | None | UnsetType = UNSET
     usage: Any | UnsetType = UNSET
@@ -183,25 +183,25 @@ class TurnCompletedPayload(_Payload, kw_only=True):
     errorMessage: str | UnsetType = UNSET
 
 
-class TurnAbortedPayload(_Payload, kw_only=True):
+class TurnAbortedPayload(_Payload, frozen=True, kw_only=True):
     reason: str
 
 
-class PlanStep(_Payload, kw_only=True):
+class PlanStep(_Payload, frozen=True, kw_only=True):
     step: str
     status: Literal["pending", "inProgress", "completed"]
 
 
-class TurnPlanUpdatedPayload(_Payload, kw_only=True):
+class TurnPlanUpdatedPayload(_Payload, frozen=True, kw_only=True):
     explanation: str | None | UnsetType = UNSET
     plan: list[PlanStep]
 
 
-class TurnDiffUpdatedPayload(_Payload, kw_only=True):
+class TurnDiffUpdatedPayload(_Payload, frozen=True, kw_only=True):
     unifiedDiff: str
 
 
-class ItemPayload(_Payload, kw_only=True):
+class ItemPayload(_Payload, frozen=True, kw_only=True):
     """Lifecycle of one item (seed 002 ItemLifecyclePayload), with typed tool fields.
 
     `toolName` is normalised across runtimes (Bash, Read, Edit, Write, Grep, Glob,
@@ -226,14 +226,14 @@ class ItemPayload(_Payload, kw_only=True):
     data: Any | UnsetType = UNSET
 
 
-class ContentDeltaPayload(_Payload, kw_only=True):
+class ContentDeltaPayload(_Payload, frozen=True, kw_only=True):
     streamKind: StreamKind
     delta: str
     contentIndex: int | UnsetType = UNSET
     summaryIndex: int | UnsetType = UNSET
 
 
-class RequestOpenedPayload(_Payload, kw_only=True):
+class RequestOpenedPayload(_Payload, frozen=True, kw_only=True):
     requestType: RequestType
     detail: str | UnsetType = UNSET
     toolName: str | UnsetType = UNSET
@@ -241,54 +241,54 @@ class RequestOpenedPayload(_Payload, kw_only=True):
     args: Any | UnsetType = UNSET
 
 
-class RequestResolvedPayload(_Payload, kw_only=True):
+class RequestResolvedPayload(_Payload, frozen=True, kw_only=True):
     requestType: RequestType
     decision: str | UnsetType = UNSET
     resolution: Any | UnsetType = UNSET
 
 
-class UserInputRequestedPayload(_Payload, kw_only=True):
+class UserInputRequestedPayload(_Payload, frozen=True, kw_only=True):
     questions: Any
 
 
-class UserInputResolvedPayload(_Payload, kw_only=True):
+class UserInputResolvedPayload(_Payload, frozen=True, kw_only=True):
     answers: Any
 
 
-class TaskStartedPayload(_Payload, kw_only=True):
+class TaskStartedPayload(_Payload, frozen=True, kw_only=True):
     taskId: str
     description: str | UnsetType = UNSET
     taskType: str | UnsetType = UNSET
 
 
-class TaskProgressPayload(_Payload, kw_only=True):
+class TaskProgressPayload(_Payload, frozen=True, kw_only=True):
     taskId: str
     description: str
     usage: Any | UnsetType = UNSET
     lastToolName: str | UnsetType = UNSET
 
 
-class TaskCompletedPayload(_Payload, kw_only=True):
+class TaskCompletedPayload(_Payload, frozen=True, kw_only=True):
     taskId: str
     status: Literal["completed", "failed", "stopped"]
     summary: str | UnsetType = UNSET
     usage: Any | UnsetType = UNSET
 
 
-class HookStartedPayload(_Payload, kw_only=True):
+class HookStartedPayload(_Payload, frozen=True, kw_only=True):
     hookId: str
     hookName: str
     hookEvent: str
 
 
-class HookProgressPayload(_Payload, kw_only=True):
+class HookProgressPayload(_Payload, frozen=True, kw_only=True):
     hookId: str
     output: str | UnsetType = UNSET
     stdout: str | UnsetType = UNSET
     stderr: str | UnsetType = UNSET
 
 
-class HookCompletedPayload(_Payload, kw_only=True):
+class HookCompletedPayload(_Payload, frozen=True, kw_only=True):
     hookId: str
     outcome: Literal["success", "error", "cancelled"]
     output: str | UnsetType = UNSET
@@ -297,81 +297,81 @@ class HookCompletedPayload(_Payload, kw_only=True):
     exitCode: int | UnsetType = UNSET
 
 
-class ToolProgressPayload(_Payload, kw_only=True):
+class ToolProgressPayload(_Payload, frozen=True, kw_only=True):
     toolUseId: str | UnsetType = UNSET
     toolName: str | UnsetType = UNSET
     summary: str | UnsetType = UNSET
     elapsedSeconds: float | UnsetType = UNSET
 
 
-class ToolSummaryPayload(_Payload, kw_only=True):
+class ToolSummaryPayload(_Payload, frozen=True, kw_only=True):
     summary: str
     precedingToolUseIds: list[str] | UnsetType = UNSET
 
 
-class AuthStatusPayload(_Payload, kw_only=True):
+class AuthStatusPayload(_Payload, frozen=True, kw_only=True):
     isAuthenticating: bool | UnsetType = UNSET
     output: list[str] | UnsetType = UNSET
     error: str | UnsetType = UNSET
 
 
-class AccountUpdatedPayload(_Payload, kw_only=True):
+class AccountUpdatedPayload(_Payload, frozen=True, kw_only=True):
     account: Any
 
 
-class AccountRateLimitsUpdatedPayload(_Payload, kw_only=True):
+class AccountRateLimitsUpdatedPayload(_Payload, frozen=True, kw_only=True):
     rateLimits: Any
 
 
-class McpStatusUpdatedPayload(_Payload, kw_only=True):
+class McpStatusUpdatedPayload(_Payload, frozen=True, kw_only=True):
     status: Any
 
 
-class McpOauthCompletedPayload(_Payload, kw_only=True):
+class McpOauthCompletedPayload(_Payload, frozen=True, kw_only=True):
     success: bool
     name: str | UnsetType = UNSET
     error: str | UnsetType = UNSET
 
 
-class ModelReroutedPayload(_Payload, kw_only=True):
+class ModelReroutedPayload(_Payload, frozen=True, kw_only=True):
     fromModel: str
     toModel: str
     reason: str
 
 
-class ConfigWarningPayload(_Payload, kw_only=True):
+class ConfigWarningPayload(_Payload, frozen=True, kw_only=True):
     summary: str
     details: str | UnsetType = UNSET
     path: str | UnsetType = UNSET
     range: Any | UnsetType = UNSET
 
 
-class DeprecationNoticePayload(_Payload, kw_only=True):
+class DeprecationNoticePayload(_Payload, frozen=True, kw_only=True):
     summary: str
     details: str | UnsetType = UNSET
 
 
-class PersistedFile(_Payload, kw_only=True):
+class PersistedFile(_Payload, frozen=True, kw_only=True):
     filename: str
     fileId: str
 
 
-class FailedFile(_Payload, kw_only=True):
+class FailedFile(_Payload, frozen=True, kw_only=True):
     filename: str
     error: str
 
 
-class FilesPersistedPayload(_Payload, kw_only=True):
+class FilesPersistedPayload(_Payload, frozen=True, kw_only=True):
     files: list[PersistedFile]
     failed: list[FailedFile] | UnsetType = UNSET
 
 
-class RuntimeWarningPayload(_Payload, kw_only=True):
+class RuntimeWarningPayload(_Payload, frozen=True, kw_only=True):
     message: str
     detail: Any | UnsetType = UNSET
 
 
-class RuntimeErrorPayload(_Payload, kw_only=True):
+class RuntimeErrorPayload(_Payload, frozen=True, kw_only=True):
     message: str
     errorClass: ErrorClass | UnsetType = msgspec.field(default=UNSET, name="class")
     willRetry: bool | UnsetType = UNSET
@@ -407,183 +407,183 @@ class _Event(
     raw: RawSource | UnsetType = UNSET
 
 
-class SessionStarted(_Event, tag="session.started", kw_only=True):
+class SessionStarted(_Event, tag="session.started", frozen=True, kw_only=True):
     payload: SessionStartedPayload
 
 
-class SessionConfigured(_Event, tag="session.configured", kw_only=True):
+class SessionConfigured(_Event, tag="session.configured", frozen=True, kw_only=True):
     payload: SessionConfiguredPayload
 
 
-class SessionStateChanged(_Event, tag="session.state.changed", kw_only=True):
+class SessionStateChanged(_Event, tag="session.state.changed", frozen=True, kw_only=True):
     payload: SessionStateChangedPayload
 
 
-class SessionExited(_Event, tag="session.exited", kw_only=True):
+class SessionExited(_Event, tag="session.exited", frozen=True, kw_only=True):
     payload: SessionExitedPayload
 
 
-class ThreadStarted(_Event, tag="thread.started", kw_only=True):
+class ThreadStarted(_Event, tag="thread.started", frozen=True, kw_only=True):
     payload: ThreadStartedPayload
 
 
-class ThreadStateChanged(_Event, tag="thread.state.changed", kw_only=True):
+class ThreadStateChanged(_Event, tag="thread.state.changed", frozen=True, kw_only=True):
     payload: ThreadStateChangedPayload
 
 
-class ThreadMetadataUpdated(_Event, tag="thread.metadata.updated", kw_only=True):
+class ThreadMetadataUpdated(_Event, tag="thread.metadata.updated", frozen=True, kw_only=True):
     payload: ThreadMetadataUpdatedPayload
 
 
-class ThreadTokenUsageUpdated(_Event, tag="thread.token-usage.updated", kw_only=True):
+class ThreadTokenUsageUpdated(_Event, tag="thread.token-usage.updated", frozen=True, kw_only=True):
     payload: ThreadTokenUsageUpdatedPayload
 
 
-class ThreadRealtimeStarted(_Event, tag="thread.realtime.started", kw_only=True):
+class ThreadRealtimeStarted(_Event, tag="thread.realtime.started", frozen=True, kw_only=True):
     payload: ThreadRealtimeStartedPayload
 
 
-class ThreadRealtimeItemAdded(_Event, tag="thread.realtime.item-added", kw_only=True):
+class ThreadRealtimeItemAdded(_Event, tag="thread.realtime.item-added", frozen=True, kw_only=True):
     payload: ThreadRealtimeItemAddedPayload
 
 
-class ThreadRealtimeAudioDelta(_Event, tag="thread.realtime.audio.delta", kw_only=True):
+class ThreadRealtimeAudioDelta(_Event, tag="thread.realtime.audio.delta", frozen=True, kw_only=True):
     payload: ThreadRealtimeAudioDeltaPayload
 
 
-class ThreadRealtimeError(_Event, tag="thread.realtime.error", kw_only=True):
+class ThreadRealtimeError(_Event, tag="thread.realtime.error", frozen=True, kw_only=True):
     payload: ThreadRealtimeErrorPayload
 
 
-class ThreadRealtimeClosed(_Event, tag="thread.realtime.closed", kw_only=True):
+class ThreadRealtimeClosed(_Event, tag="thread.realtime.closed", frozen=True, kw_only=True):
     payload: ThreadRealtimeClosedPayload
 
 
-class TurnStarted(_Event, tag="turn.started", kw_only=True):
+class TurnStarted(_Event, tag="turn.started", frozen=True, kw_only=True):
     payload: TurnStartedPayload
 
 
-class TurnCompleted(_Event, tag="turn.completed", kw_only=True):
+class TurnCompleted(_Event, tag="turn.completed", frozen=True, kw_only=True):
     payload: TurnCompletedPayload
 
 
-class TurnAborted(_Event, tag="turn.aborted", kw_only=True):
+class TurnAborted(_Event, tag="turn.aborted", frozen=True, kw_only=True):
     payload: TurnAbortedPayload
 
 
-class TurnPlanUpdated(_Event, tag="turn.plan.updated", kw_only=True):
+class TurnPlanUpdated(_Event, tag="turn.plan.updated", frozen=True, kw_only=True):
     payload: TurnPlanUpdatedPayload
 
 
-class TurnDiffUpdated(_Event, tag="turn.diff.updated", kw_only=True):
+class TurnDiffUpdated(_Event, tag="turn.diff.updated", frozen=True, kw_only=True):
     payload: TurnDiffUpdatedPayload
 
 
-class ItemStarted(_Event, tag="item.started", kw_only=True):
+class ItemStarted(_Event, tag="item.started", frozen=True, kw_only=True):
     payload: ItemPayload
 
 
-class ItemUpdated(_Event, tag="item.updated", kw_only=True):
+class ItemUpdated(_Event, tag="item.updated", frozen=True, kw_only=True):
     payload: ItemPayload
 
 
-class ItemCompleted(_Event, tag="item.completed", kw_only=True):
+class ItemCompleted(_Event, tag="item.completed", frozen=True, kw_only=True):
     payload: ItemPayload
 
 
-class ContentDelta(_Event, tag="content.delta", kw_only=True):
+class ContentDelta(_Event, tag="content.delta", frozen=True, kw_only=True):
     payload: ContentDeltaPayload
 
 
-class RequestOpened(_Event, tag="request.opened", kw_only=True):
+class RequestOpened(_Event, tag="request.opened", frozen=True, kw_only=True):
     payload: RequestOpenedPayload
 
 
-class RequestResolved(_Event, tag="request.resolved", kw_only=True):
+class RequestResolved(_Event, tag="request.resolved", frozen=True, kw_only=True):
     payload: RequestResolvedPayload
 
 
-class UserInputRequested(_Event, tag="user-input.requested", kw_only=True):
+class UserInputRequested(_Event, tag="user-input.requested", frozen=True, kw_only=True):
     payload: UserInputRequestedPayload
 
 
-class UserInputResolved(_Event, tag="user-input.resolved", kw_only=True):
+class UserInputResolved(_Event, tag="user-input.resolved", frozen=True, kw_only=True):
     payload: UserInputResolvedPayload
 
 
-class TaskStarted(_Event, tag="task.started", kw_only=True):
+class TaskStarted(_Event, tag="task.started", frozen=True, kw_only=True):
     payload: TaskStartedPayload
 
 
-class TaskProgress(_Event, tag="task.progress", kw_only=True):
+class TaskProgress(_Event, tag="task.progress", frozen=True, kw_only=True):
     payload: TaskProgressPayload
 
 
-class TaskCompleted(_Event, tag="task.completed", kw_only=True):
+class TaskCompleted(_Event, tag="task.completed", frozen=True, kw_only=True):
     payload: TaskCompletedPayload
 
 
-class HookStarted(_Event, tag="hook.started", kw_only=True):
+class HookStarted(_Event, tag="hook.started", frozen=True, kw_only=True):
     payload: HookStartedPayload
 
 
-class HookProgress(_Event, tag="hook.progress", kw_only=True):
+class HookProgress(_Event, tag="hook.progress", frozen=True, kw_only=True):
     payload: HookProgressPayload
 
 
-class HookCompleted(_Event, tag="hook.completed", kw_only=True):
+class HookCompleted(_Event, tag="hook.completed", frozen=True, kw_only=True):
     payload: HookCompletedPayload
 
 
-class ToolProgress(_Event, tag="tool.progress", kw_only=True):
+class ToolProgress(_Event, tag="tool.progress", frozen=True, kw_only=True):
     payload: ToolProgressPayload
 
 
-class ToolSummary(_Event, tag="tool.summary", kw_only=True):
+class ToolSummary(_Event, tag="tool.summary", frozen=True, kw_only=True):
     payload: ToolSummaryPayload
 
 
-class AuthStatus(_Event, tag="auth.status", kw_only=True):
+class AuthStatus(_Event, tag="auth.status", frozen=True, kw_only=True):
     payload: AuthStatusPayload
 
 
-class AccountUpdated(_Event, tag="account.updated", kw_only=True):
+class AccountUpdated(_Event, tag="account.updated", frozen=True, kw_only=True):
     payload: AccountUpdatedPayload
 
 
-class AccountRateLimitsUpdated(_Event, tag="account.rate-limits.updated", kw_only=True):
+class AccountRateLimitsUpdated(_Event, tag="account.rate-limits.updated", frozen=True, kw_only=True):
     payload: AccountRateLimitsUpdatedPayload
 
 
-class McpStatusUpdated(_Event, tag="mcp.status.updated", kw_only=True):
+class McpStatusUpdated(_Event, tag="mcp.status.updated", frozen=True, kw_only=True):
     payload: McpStatusUpdatedPayload
 
 
-class McpOauthCompleted(_Event, tag="mcp.oauth.completed", kw_only=True):
+class McpOauthCompleted(_Event, tag="mcp.oauth.completed", frozen=True, kw_only=True):
     payload: McpOauthCompletedPayload
 
 
-class ModelRerouted(_Event, tag="model.rerouted", kw_only=True):
+class ModelRerouted(_Event, tag="model.rerouted", frozen=True, kw_only=True):
     payload: ModelReroutedPayload
 
 
-class ConfigWarning(_Event, tag="config.warning", kw_only=True):
+class ConfigWarning(_Event, tag="config.warning", frozen=True, kw_only=True):
     payload: ConfigWarningPayload
 
 
-class DeprecationNotice(_Event, tag="deprecation.notice", kw_only=True):
+class DeprecationNotice(_Event, tag="deprecation.notice", frozen=True, kw_only=True):
     payload: DeprecationNoticePayload
 
 
-class FilesPersisted(_Event, tag="files.persisted", kw_only=True):
+class FilesPersisted(_Event, tag="files.persisted", frozen=True, kw_only=True):
     payload: FilesPersistedPayload
 
 
-class RuntimeWarningEvent(_Event, tag="runtime.warning", kw_only=True):
+class RuntimeWarningEvent(_Event, tag="runtime.warning", frozen=True, kw_only=True):
     payload: RuntimeWarningPayload
 
 
-class RuntimeErrorEvent(_Event, tag="runtime.error", kw_only=True):
+class RuntimeErrorEvent(_Event, tag="runtime.error", frozen=True, kw_only=True):
     payload: RuntimeErrorPayload
 
 

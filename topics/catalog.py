@@ -31,7 +31,6 @@ class TopicSpec(Struct, frozen=True, kw_only=True):
     owner: str
     cleanup_policy: Cleanup = "delete"
     retention_ms: int = 7 * DAY_MS
-    co_partitioned: bool = True
     provider: str | None = None
 
     def config(self) -> dict[str, str]:
@@ -90,7 +89,6 @@ CATALOG: tuple[TopicSpec, ...] = (
         value="dead letter (JSON, topics.records.DeadLetter) with the original bytes",
         owner="canonflow normalize agents",
         retention_ms=30 * DAY_MS,
-        co_partitioned=False,
     ),
 )
 

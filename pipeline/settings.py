@@ -1,0 +1,104 @@
+"""Worker settings: one frozen struct, read from the environment or the CLI.
+
+Every setting has an environment variable (CANONFLOW_<NAME>) and a default that
+runs on one machine with no configuration (embedded broker, memory store, web
+server on 127.0.0.1 only).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+from msgspec import Struct
+
+from topics.catalog import DEFAULT_PARTITIONS, PROVIDERS
+
+
+class Settings(Struct, frozen=True, kw_only=True):
+    #: kafka://host:port[;host:port] of an existing cluster; empty = start the embedded broker.
+    broker: str = ""
+    app_id: str = "canonflow"
+    partitions: int = DEFAULT_PARTITIONS
+    replication: int = 1
+    providers: tuple[str, ...] = PROVIDERS
+    #: Table store: memory:// (default, tests) or rocksdb:// (needs rocksdict; production).
+    store: str = "memory://"
+    data_dir: str = ".canonflow-data"
+    #: Copy each native message into the `raw` field of its canonical events.
+    include_raw: bool = False
+    #: Records larger than this go to the dead-letter topic untranslated.
+    max_record_bytes: int = 1024 * 1024
+    web_enabled: bool = True
+    web_host: str = "127.0.0.1"
+    web_port: int = 6066
+    #: Producer batch size; 1 makes Tansu's ListOffsets exact (embedded broker only).
+    producer_max_batch_size: int | None = None
+    #: Seconds the group coordinator waits for members to rejoin. Tansu holds every
+    #: join for this long, so the embedded broker uses a short one.
+    rebalance_timeout: float = 60.0
+    log_level: str = "warning"
+    # security, passed to aiokafka: PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL
+    security_protocol: str = "PLAINTEXT"
+    sasl_mechanism: str | None = None  # PLAIN, SCRAM-SHA-256, SCRAM-SHA-512
+    sasl_username: str | None = None
+    sasl_password: str | None = None
+    ssl_cafile: str | None = None
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        """host:port[,host:port] for aiokafka clients."""
+        return ",".join(u.split("://", 1)[-1] for u in self.broker.replace(",", ";").split(";") if u)
+
+    def replace(self, **changes: Any) -> Settings:
+        return msgspec.structs.replace(self, **changes)
+
+
+_BOOL = {"1": True, "true": True, "yes": True, "on": True,
+         "0": False, "false": False, "no": False, "off": False, "": False}
+
+
+def from_env(env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+    """Settings from CANONFLOW_* variables, then explicit overrides (None = not given).
+
+    Raises ValueError for a value of the wrong type.
+    """
+    env = os.environ if env is None else env
+    values: dict[str, Any] = {}
+    for field in msgspec.structs.fields(Settings):
+        raw = env.get(f"CANONFLOW_{field.name.upper()}")
+        if raw is None:
+            continue
+        if field.type is bool:
+            if raw.lower() not in _BOOL:
+                raise ValueError(f"CANONFLOW_{field.name.upper()}={raw!r} is not a boolean")
+            values[field.name] = _BOOL[raw.lower()]
+        elif field.name == "providers":
+            values[field.name] = tuple(p.strip() for p in raw.split(",") if p.strip())
+        else:
+            values[field.name] = raw
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    settings = msgspec.convert(values, Settings, strict=False)
+    unknown = set(settings.providers) - set(PROVIDERS)
+    if unknown:
+        raise ValueError(f"unknown providers {sorted(unknown)}; known: {', '.join(PROVIDERS)}")
+    return settings
+
+
+def to_env(settings: Settings) -> dict[str, str]:
+    """CANONFLOW_* variables that make `from_env` give back `settings` (for child workers)."""
+    env: dict[str, str] = {}
+    for field in msgspec.structs.fields(Settings):
+        value = getattr(settings, field.name)
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            value = "true" if value else "false"
+        elif isinstance(value, tuple):
+            value = ",".join(value)
+        env[f"CANONFLOW_{field.name.upper()}"] = str(value)
+    return env

@@ -1,0 +1,86 @@
+"""The translator contract, for every registered adapter.
+
+Any bytes either translate into canonical events that survive a strict schema
+round trip, or fail as AdapterError (reported by the driver as a LineFailure);
+nothing else may escape, and a failed line leaves the session state unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import msgspec
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from adapters import AdapterError, Line, Session, get, new_session, providers, translate_record
+from topics.canonical import decode_event, encode_event
+
+json_leaf = st.none() | st.booleans() | st.integers(-2**40, 2**40) | st.floats(
+    allow_nan=False, allow_infinity=False) | st.text(max_size=12)
+json_value = st.recursive(
+    json_leaf,
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(
+        st.sampled_from(["id", "type", "text", "item", "params", "message", "result", "error",
+                         "properties", "part", "content", "status", "delta", "event", "update",
+                         "sessionID", "session_id", "request_id", "subtype", "tool_use_id",
+                         "name", "input", "output", "role", "info", "toolCallId", "x"]),
+        children, max_size=6),
+    max_leaves=20,
+)
+
+
+def native_types(provider: str) -> list[str]:
+    module = get(provider)
+    names = set(getattr(module, "_HANDLERS", {})) | set(getattr(module, "IGNORED", ()))
+    return sorted(n for n in names if isinstance(n, str)) or ["x"]
+
+
+def message_strategy(provider: str) -> st.SearchStrategy[dict[str, Any]]:
+    kinds = st.sampled_from(native_types(provider))
+    return st.builds(
+        lambda kind, body, rid: {**body, "type": kind, "method": kind, "id": rid},
+        kinds, st.dictionaries(st.sampled_from(["params", "item", "properties", "message",
+                                                "event", "result", "error", "subtype",
+                                                "thread_id", "session_id", "part", "text"]),
+                               json_value, max_size=5),
+        st.none() | st.integers(0, 3) | st.text(max_size=3))
+
+
+def check(provider: str, lines: list[Line]) -> None:
+    t = get(provider)
+    session = new_session(t)
+    for n, line in enumerate(lines, 1):
+        before = session.state
+        session, events, failures = translate_record(t, session, "s", [line], offset=n)
+        for f in failures:
+            assert isinstance(f.error, AdapterError)
+            assert session.state == before
+        for e in events:
+            assert decode_event(encode_event(e)) == e
+    enc = msgspec.msgpack.encode(session)
+    assert msgspec.msgpack.decode(enc, type=Session[t.state_type]) == session  # type: ignore[name-defined]
+
+
+@pytest.mark.parametrize("provider", providers())
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_random_bytes_translate_or_raise_adapter_error(provider: str, data: st.DataObject):
+    raw = data.draw(st.lists(st.binary(max_size=40), min_size=1, max_size=4))
+    origins = data.draw(st.lists(st.sampled_from(["agent", "client"]), min_size=len(raw),
+                                 max_size=len(raw)))
+    check(provider, [Line(r, o) for r, o in zip(raw, origins, strict=False)])  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("provider", providers())
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_random_json_of_known_types_translates_or_raises_adapter_error(
+        provider: str, data: st.DataObject):
+    msgs = data.draw(st.lists(message_strategy(provider) | json_value, min_size=1, max_size=8))
+    origins = data.draw(st.lists(st.sampled_from(["agent", "client"]), min_size=len(msgs),
+                                 max_size=len(msgs)))
+    check(provider, [Line(json.dumps(m).encode(), o)  # type: ignore[arg-type]
+                     for m, o in zip(msgs, origins, strict=False)])

@@ -1,0 +1,70 @@
+"""Real-broker fixtures: the embedded Tansu broker and canonflow workers as child
+processes. Everything started here is stopped by its own PID, even when a test fails."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline.broker import EmbeddedBroker
+from pipeline.kafka_io import follow
+from pipeline.settings import Settings
+from pipeline.worker import WorkerProcess, embedded_settings, ensure_topics
+
+_app_ids = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedBroker]:
+    log = tmp_path_factory.mktemp("broker") / "tansu.log"
+    with EmbeddedBroker(log_path=str(log)) as b:
+        yield b
+
+
+@pytest.fixture
+def settings(broker: EmbeddedBroker, tmp_path: Path) -> Settings:
+    """Settings for one test: its own consumer group (app id) and data dir, 4 partitions."""
+    s = Settings(app_id=f"canonflow-test-{next(_app_ids)}", partitions=4, web_enabled=False,
+                 data_dir=str(tmp_path / "data"))
+    s = embedded_settings(s, broker.url)
+    ensure_topics(s)
+    return s
+
+
+@pytest.fixture
+def worker(settings: Settings, tmp_path: Path) -> Iterator[WorkerProcess]:
+    w = WorkerProcess(settings, log_path=str(tmp_path / "worker.log")).start()
+    try:
+        yield w
+    finally:
+        w.stop()
+
+
+def read_topic(settings: Settings, topic: str, want: int, *, key: bytes | None = None,
+               timeout: float = 60.0, worker: WorkerProcess | None = None) -> list[Any]:
+    """The first `want` records of `topic` (with `key`, if given); fewer on timeout or
+    when `worker` has died (its log then says why)."""
+    got: list[Any] = []
+
+    def take(rec: Any) -> bool:
+        if key is None or rec.key == key:
+            got.append(rec)
+        return len(got) >= want
+
+    give_up = (lambda: not worker.alive()) if worker is not None else None
+    asyncio.run(follow(settings, [topic], take, deadline=time.monotonic() + timeout,
+                       give_up=give_up))
+    if worker is not None and not worker.alive() and len(got) < want:
+        raise AssertionError(f"the worker died; see {worker.log_path}")
+    return got
+
+
+def decoded(records: list[Any]) -> list[dict[str, Any]]:
+    return [json.loads(r.value) for r in records]

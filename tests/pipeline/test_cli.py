@@ -1,0 +1,59 @@
+"""The command line, as users run it (subprocesses of the installed entry point)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+CAPTURED = Path(__file__).resolve().parents[1] / "fixtures" / "captured"
+CLI = [sys.executable, "-m", "pipeline.cli"]
+
+
+def run(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([*CLI, *args], input=stdin, capture_output=True, timeout=60)
+
+
+def test_replay_reads_stdin_and_dead_letters_bad_lines_without_stopping():
+    good = b'{"type":"turn.started"}\n'
+    r = run("replay", "--provider", "codex-exec", stdin=good + b"{not json\n" + good)
+    assert r.returncode == 0
+    events = [json.loads(x) for x in r.stdout.splitlines()]
+    assert [e["type"] for e in events] == ["turn.started", "turn.completed", "turn.started"]
+    [dead] = [json.loads(x) for x in r.stderr.splitlines() if x.startswith(b"{")]
+    assert dead["errorClass"] == "MalformedRecord" and dead["offset"] == 2
+
+
+def test_replay_is_byte_identical_across_runs_and_hash_seeds():
+    path = str(CAPTURED / "codex-exec" / "codex-exec__reasoning.capture.jsonl")
+    outs = {subprocess.run([*CLI, "replay", "-p", "codex-exec", "--format", "capture", path],
+                           capture_output=True, env={"PYTHONHASHSEED": seed, "TZ": tz,
+                                                     "PATH": "/usr/bin:/bin"},
+                           check=True).stdout
+            for seed, tz in (("1", "UTC"), ("2", "Asia/Kolkata"))}
+    assert len(outs) == 1
+
+
+def test_replay_include_raw_carries_the_native_message():
+    r = run("replay", "-p", "codex-exec", "--include-raw", stdin=b'{"type":"turn.started"}\n')
+    event = json.loads(r.stdout)
+    assert event["raw"]["payload"] == {"type": "turn.started"}
+    assert event["raw"]["source"] == "codex.sdk.thread-event"
+
+
+def test_replay_of_an_unreadable_file_fails_clearly():
+    r = run("replay", "-p", "codex-exec", "/nonexistent/file.jsonl")
+    assert r.returncode != 0 and b"nonexistent" in r.stderr
+
+
+def test_session_option_and_default_session_from_file_name(tmp_path):
+    f = tmp_path / "my-session.jsonl"
+    f.write_bytes(b'{"type":"turn.started"}\n')
+    assert json.loads(run("replay", "-p", "codex-exec", str(f)).stdout)["sessionId"] == "my-session"
+    assert json.loads(run("replay", "-p", "codex-exec", "-s", "S", str(f)).stdout)["sessionId"] == "S"
+
+
+def test_schema_command_prints_the_committed_schema():
+    committed = (Path(__file__).resolve().parents[2] / "topics" / "canonflow.schema.json").read_bytes()
+    assert run("schema").stdout == committed

@@ -1,0 +1,59 @@
+"""End to end through the embedded Tansu broker: raw topic -> worker -> canonical topic."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+from pipeline.kafka_io import RawRecord, produce, records_from_file
+from pipeline.replay import Replayer, iter_lines
+from tests.pipeline.conftest import decoded, read_topic
+from topics.catalog import CANONICAL_TOPIC, DEADLETTER_TOPIC
+from topics.records import decode_deadletter
+
+CAPTURED = Path(__file__).resolve().parents[1] / "fixtures" / "captured"
+
+
+def _offline(provider: str, session: str, path: Path) -> list[dict]:
+    rep, out = Replayer(provider), []
+    with open(path, "rb") as fh:
+        for offset, raw in iter_lines(fh):
+            out += [json.loads(msgspec_encode(e)) for e in rep.feed(session, offset, raw, "capture")[0]]
+    return out
+
+
+def msgspec_encode(event) -> bytes:  # noqa: ANN001
+    from topics.canonical import encode_event
+
+    return encode_event(event)
+
+
+def _without_time(events: list[dict]) -> list[dict]:
+    return [{k: v for k, v in e.items() if k != "createdAt"} for e in events]
+
+
+def test_worker_translates_a_real_capture_exactly_as_replay_does(settings, worker):
+    path = CAPTURED / "codex-exec" / "codex-exec__reasoning.capture.jsonl"
+    expected = _offline("codex-exec", "sess-real", path)
+    asyncio.run(produce(settings, "codex-exec", "sess-real",
+                        records_from_file(str(path), "capture")))
+    got = decoded(read_topic(settings, CANONICAL_TOPIC, len(expected), key=b"sess-real",
+                                worker=worker))
+    assert _without_time(got) == _without_time(expected)
+
+
+def test_batched_records_and_garbage_go_to_their_topics(settings, worker):
+    path = CAPTURED / "codex-exec" / "codex-exec__tool_shell.capture.jsonl"
+    expected = _offline("codex-exec", "sess-batch", path)
+    records = records_from_file(str(path), "capture", batch=50)
+    assert len(records) == 1
+    garbage = RawRecord(b"\x00\x01 definitely not json", "agent", None)
+    asyncio.run(produce(settings, "codex-exec", "sess-batch", [garbage, *records]))
+    got = decoded(read_topic(settings, CANONICAL_TOPIC, len(expected), key=b"sess-batch",
+                                worker=worker))
+    assert _without_time(got) == _without_time(expected)
+    [dead] = read_topic(settings, DEADLETTER_TOPIC, 1, key=b"sess-batch")
+    dl = decode_deadletter(dead.value)
+    assert (dl.value, dl.topic, dl.provider, dl.errorClass) == (
+        b"\x00\x01 definitely not json", "agents.raw.codex-exec", "codex-exec", "MalformedRecord")

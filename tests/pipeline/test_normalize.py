@@ -1,0 +1,71 @@
+"""The normalize step (the worker's own code, without a broker)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pipeline.normalize import Normalizer, parse_headers
+from topics.records import decode_deadletter
+
+CAPTURE = Path(__file__).resolve().parents[1] / "fixtures" / "captured" / "codex-exec"
+
+
+def _native_lines() -> list[bytes]:
+    return [json.dumps(json.loads(ln)["msg"]).encode()
+            for ln in (CAPTURE / "codex-exec__tool_shell.capture.jsonl").read_bytes().splitlines()]
+
+
+def test_a_redelivered_record_changes_nothing_and_emits_nothing():
+    n = Normalizer("codex-exec")
+    lines = _native_lines()
+    state, emitted = None, 0
+    for offset, line in enumerate(lines[:3]):
+        out = n.process(state, b"s1", line, partition=0, offset=offset)
+        state, emitted = out.state, emitted + len(out.canonical)
+    again = n.process(state, b"s1", lines[2], partition=0, offset=2)
+    assert again.state is None and again.canonical == [] and again.deadletters == []
+    # the next new record goes on exactly where the stream left off
+    nxt = n.process(state, b"s1", lines[3], partition=0, offset=3)
+    assert json.loads(nxt.canonical[0])["seq"] == emitted + 1
+
+
+def test_batched_records_give_the_same_events_as_one_message_per_record():
+    n = Normalizer("codex-exec")
+    lines = _native_lines()
+    state, single = None, []
+    for offset, line in enumerate(lines):
+        out = n.process(state, b"s1", line, partition=0, offset=offset, timestamp_ms=5)
+        state, single = out.state, single + out.canonical
+    batched = n.process(None, b"s1", b"\n".join(lines), partition=0, offset=0, timestamp_ms=5)
+    assert batched.canonical == single
+
+
+def test_a_bad_line_is_dead_lettered_with_its_bytes_and_the_good_lines_go_on():
+    n = Normalizer("codex-exec")
+    value = b'{"type":"turn.started"}\n\xff\xfenot json\n{"type":"turn.completed","usage":{}}'
+    out = n.process(None, b"s1", value, partition=3, offset=42, headers=[("origin", b"agent")])
+    types = [json.loads(e)["type"] for e in out.canonical]
+    assert types == ["turn.started", "thread.token-usage.updated", "turn.completed"]
+    [dl] = [decode_deadletter(d) for d in out.deadletters]
+    assert (dl.topic, dl.partition, dl.offset, dl.line, dl.key) == (
+        "agents.raw.codex-exec", 3, 42, 1, "s1")
+    assert dl.value == b"\xff\xfenot json" and dl.errorClass == "MalformedRecord"
+    assert "JSON" in dl.reason
+
+
+def test_records_without_key_oversized_or_with_a_bad_key_are_dead_lettered_whole():
+    n = Normalizer("codex-exec", max_record_bytes=10)
+    for key, value, cls in [(None, b"{}", "MissingKey"), (b"s", b"x" * 11, "OversizedRecord"),
+                            (b"\xff", b"{}", "MalformedKey")]:
+        out = n.process(None, key, value, partition=0, offset=0)
+        [dl] = [decode_deadletter(d) for d in out.deadletters]
+        assert (out.state, out.canonical, dl.errorClass, dl.value) == (None, [], cls, value)
+
+
+def test_headers_give_origin_and_capture_time():
+    assert parse_headers([("origin", b"client"), ("t", b"1700000000123")]) == ("client", 1700000000123)
+    assert parse_headers({"t": b"nope"}) == ("agent", None)
+    out = Normalizer("codex-exec").process(None, b"s", b'{"type":"turn.started"}', partition=0,
+                                           offset=0, headers=[("t", b"1700000000123")])
+    assert json.loads(out.canonical[0])["createdAt"] == "2023-11-14T22:13:20.123Z"
