@@ -64,7 +64,7 @@ raw_source = "codex.sdk.thread-event"
 
 class OpenItem(Struct, frozen=True):
     itemType: str
-    outputLen: int = 0  # characters of aggregated_output already streamed
+    output: str = ""  # aggregated_output streamed so far (delivered whole if the turn ends)
 
 
 class State(Struct, frozen=True, kw_only=True):
@@ -182,7 +182,10 @@ def _end_turn(state: State, out: Emitter, payload: TurnCompletedPayload,
     for native_id, open_item in state.items.items():
         out.emit(ItemCompleted,
                  ItemPayload(itemType=open_item.itemType,  # type: ignore[arg-type]
-                             status="failed", detail="the turn ended before the item completed"),
+                             status="failed", detail="the turn ended before the item completed",
+                             output=open_item.output if open_item.itemType == "command_execution"
+                             else UNSET,
+                             isError=True if open_item.itemType == "command_execution" else UNSET),
                  synthetic=True, thread=c.thread, turn=c.turn, item=out.id("itm", native_id),
                  refs=_item_refs(state, native_id))
     if state.turnOpen or not synthetic:
@@ -326,15 +329,15 @@ def _stream_output(state: State, out: Emitter, item: dict[str, Any], native_id: 
         return state
     output = item.get("aggregated_output")
     open_item = state.items.get(native_id)
-    if not isinstance(output, str) or open_item is None or len(output) <= open_item.outputLen:
+    if not isinstance(output, str) or open_item is None or len(output) <= len(open_item.output):
         return state
     c = _Ctx(state, out)
     out.emit(ContentDelta,
-             ContentDeltaPayload(streamKind="command_output", delta=output[open_item.outputLen:]),
+             ContentDeltaPayload(streamKind="command_output", delta=output[len(open_item.output):]),
              thread=c.thread, turn=c.turn, item=out.id("itm", native_id),
              refs=_item_refs(state, native_id))
     items = dict(state.items)
-    items[native_id] = OpenItem(open_item.itemType, len(output))
+    items[native_id] = OpenItem(open_item.itemType, output)
     return _replace(state, items=items)
 
 

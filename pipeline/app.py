@@ -17,9 +17,9 @@ from typing import Any
 
 import faust
 
-from pipeline.normalize import Normalizer
+from pipeline.normalize import ChatProjector, Normalizer
 from pipeline.settings import Settings
-from topics.catalog import CANONICAL_TOPIC, DEADLETTER_TOPIC, raw_topic
+from topics.catalog import CANONICAL_TOPIC, CHAT_TOPIC, DEADLETTER_TOPIC, raw_topic
 from topics.records import DeadLetter, encode_deadletter
 
 log = logging.getLogger("canonflow")
@@ -80,6 +80,8 @@ def create_app(settings: Settings) -> faust.App:
                            partitions=settings.partitions)
     for provider in settings.providers:
         _add_normalizer(app, settings, provider, canonical, deadletter)
+    if settings.chat_enabled:
+        _add_chat(app, settings, canonical, deadletter)
     return app
 
 
@@ -114,7 +116,7 @@ def _add_normalizer(app: faust.App, settings: Settings, provider: str,
                 await fut
                 continue
             pending = [await canonical.send(key=key, value=v, partition=msg.partition)
-                       for v in out.canonical]
+                       for v in out.records]
             pending += [await deadletter.send(key=key, value=v, partition=msg.partition)
                         for v in out.deadletters]
             if pending:
@@ -124,3 +126,29 @@ def _add_normalizer(app: faust.App, settings: Settings, provider: str,
                 table[key] = out.state
 
     app.agent(source, name=f"normalize.{provider}")(normalize)
+
+
+def _add_chat(app: faust.App, settings: Settings, canonical: faust.TopicT,
+              deadletter: faust.TopicT) -> None:
+    """The chat projection: agents.canonical -> agents.chat, same partition, same order."""
+    chat = app.topic(CHAT_TOPIC, key_serializer="raw", value_serializer="raw",
+                     partitions=settings.partitions)
+    table = app.Table("chat", partitions=settings.partitions, key_type=bytes,
+                      value_type=bytes, default=None)
+    projector = ChatProjector()
+
+    async def project(stream: faust.StreamT) -> None:
+        async for event in stream.events():
+            msg, key = event.message, event.key
+            out = projector.process(table.get(key) if key is not None else None, key,
+                                    event.value, partition=msg.partition, offset=msg.offset)
+            pending = [await chat.send(key=key, value=v, partition=msg.partition)
+                       for v in out.records]
+            pending += [await deadletter.send(key=key, value=v, partition=msg.partition)
+                        for v in out.deadletters]
+            if pending:
+                await asyncio.gather(*pending)
+            if out.state is not None and key is not None:
+                table[key] = out.state
+
+    app.agent(canonical, name="chat")(project)

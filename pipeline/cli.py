@@ -72,8 +72,10 @@ def run(broker: str | None, partitions: int | None, include_raw: bool | None,
 @click.option("--session", "-s", default=None,
               help="Session id for every input (default: each file's name).")
 @click.option("--include-raw", is_flag=True, help="Copy each native message into its events.")
+@click.option("--view", type=click.Choice(["canonical", "chat"]), default="canonical",
+              show_default=True, help="chat: the readable chat records instead of events.")
 @click.argument("files", nargs=-1, type=click.Path(dir_okay=False, allow_dash=True))
-def replay(provider: str, fmt: str, session: str | None, include_raw: bool,
+def replay(provider: str, fmt: str, session: str | None, include_raw: bool, view: str,
            files: tuple[str, ...]) -> None:
     """Translate native messages offline, no broker: canonical events as JSON lines on stdout.
 
@@ -90,7 +92,7 @@ def replay(provider: str, fmt: str, session: str | None, include_raw: bool,
         raise click.ClickException(f"cannot read {e.filename}: {e.strerror}") from None
     try:
         run_replay(provider, opened, sys.stdout.buffer, sys.stderr.buffer, fmt=fmt,  # type: ignore[arg-type]
-                   session=session, include_raw=include_raw)
+                   session=session, include_raw=include_raw, view=view)  # type: ignore[arg-type]
     finally:
         for path, stream in opened:
             if path != "-":
@@ -134,19 +136,21 @@ def produce(broker: str | None, provider: str, session: str, fmt: str, batch: in
 @click.option("--session", "-s", default=None, help="Only this session.")
 @click.option("--json", "as_json", is_flag=True, help="Print the events as JSON lines.")
 @click.option("--deadletters", is_flag=True, help="Follow agents.deadletter instead.")
+@click.option("--view", type=click.Choice(["canonical", "chat"]), default="canonical",
+              show_default=True, help="chat: follow agents.chat and render the conversation.")
 @click.option("--from-beginning/--from-now", default=True, show_default=True)
 @click.option("--idle-timeout", type=float, default=None,
               help="Exit after this many seconds without a record.")
 @click.option("--max", "max_events", type=int, default=None, help="Exit after N records.")
-def tail(broker: str | None, session: str | None, as_json: bool, deadletters: bool,
+def tail(broker: str | None, session: str | None, as_json: bool, deadletters: bool, view: str,
          from_beginning: bool, idle_timeout: float | None, max_events: int | None) -> None:
-    """Follow agents.canonical and print events readably (Ctrl-C stops)."""
+    """Follow agents.canonical (or the chat) and print it readably (Ctrl-C stops)."""
     import asyncio
     import json
 
     from pipeline.kafka_io import follow
-    from pipeline.render import render
-    from topics.catalog import CANONICAL_TOPIC, DEADLETTER_TOPIC
+    from pipeline.render import ChatRenderer, render
+    from topics.catalog import CANONICAL_TOPIC, CHAT_TOPIC, DEADLETTER_TOPIC
 
     settings = _settings(broker=broker)
     if not settings.broker:
@@ -161,11 +165,15 @@ def tail(broker: str | None, session: str | None, as_json: bool, deadletters: bo
         seen += 1
         if as_json or deadletters:
             click.echo(rec.value.decode("utf-8", "replace"))
+        elif view == "chat":
+            chat(json.loads(rec.value))
         else:
             click.echo(render(json.loads(rec.value)))
         return max_events is not None and seen >= max_events
 
-    topic = DEADLETTER_TOPIC if deadletters else CANONICAL_TOPIC
+    chat = ChatRenderer(lambda s: (sys.stdout.write(s), sys.stdout.flush()))
+    topic = (DEADLETTER_TOPIC if deadletters else CHAT_TOPIC if view == "chat"
+             else CANONICAL_TOPIC)
     try:
         asyncio.run(follow(settings, [topic], show, from_beginning=from_beginning,
                            idle_timeout=idle_timeout))

@@ -18,17 +18,20 @@ import msgspec
 from msgspec import UNSET
 
 from adapters import Line, Session, Translator, get, new_session, split_lines, translate_record
-from topics.canonical import encode_event
-from topics.catalog import raw_topic
+from adapters.chat import ChatState, new_chat_session, project_event
+from topics.canonical import decode_event, encode_event
+from topics.catalog import CANONICAL_TOPIC, raw_topic
+from topics.chat import encode_chat
 from topics.records import HEADER_ORIGIN, HEADER_TIME, DeadLetter, Origin, encode_deadletter
 
 
 class Output(msgspec.Struct, frozen=True):
-    """What one raw record produced. `state` is None when the record changed nothing
-    (a redelivery, or a record that was dead-lettered whole)."""
+    """What one input record produced: the encoded output records (canonical events,
+    or chat records), dead letters, and the new session state. `state` is None when
+    the record changed nothing (a redelivery, or a record dead-lettered whole)."""
 
     state: bytes | None
-    canonical: list[bytes]
+    records: list[bytes]
     deadletters: list[bytes]
 
 
@@ -111,3 +114,28 @@ class Normalizer:
             [encode_event(e) for e in events],
             [dead(str(f.error), type(f.error).__name__, f.data, f.line) for f in failures],
         )
+
+
+class ChatProjector:
+    """The translation step of the chat agent: one canonical event -> chat records."""
+
+    def __init__(self) -> None:
+        self._encode_state = msgspec.msgpack.Encoder().encode
+        self._decode_state = msgspec.msgpack.Decoder(Session[ChatState]).decode
+
+    def process(self, stored: bytes | None, key: bytes | None, value: bytes | None, *,
+                partition: int, offset: int) -> Output:
+        """Project one record of agents.canonical. Never raises for bad input."""
+        try:
+            event = decode_event(value or b"")
+        except (msgspec.DecodeError, msgspec.ValidationError) as e:
+            return Output(None, [], [encode_deadletter(DeadLetter(
+                topic=CANONICAL_TOPIC, partition=partition, offset=offset, provider="chat",
+                key=key.decode("utf-8", "replace") if key is not None else None,
+                errorClass="MalformedRecord", reason=f"not a canonical event: {e}",
+                value=value or b""))])
+        session = self._decode_state(stored) if stored else new_chat_session()
+        new, records = project_event(session, event, offset=offset)
+        if new is session:
+            return Output(None, [], [])
+        return Output(self._encode_state(new), [encode_chat(r) for r in records], [])

@@ -16,11 +16,14 @@ from typing import IO, Any, Literal
 import msgspec
 
 from adapters import Line, Session, Translator, get, new_session, translate_record
+from adapters.chat import ChatState, new_chat_session, project_event
 from topics.canonical import encode_event
 from topics.catalog import raw_topic
+from topics.chat import encode_chat
 from topics.records import DeadLetter, capture_line_decoder, encode_deadletter
 
 Format = Literal["native", "capture"]
+View = Literal["canonical", "chat"]
 
 
 def default_session_id(path: str) -> str:
@@ -85,11 +88,25 @@ def iter_lines(stream: IO[bytes]) -> Iterator[tuple[int, bytes]]:
             yield n, raw
 
 
+class ChatView:
+    """The chat projection over replayed canonical events (`--view chat`)."""
+
+    def __init__(self) -> None:
+        self.sessions: dict[str, Session[ChatState]] = {}
+
+    def feed(self, event: Any) -> list[Any]:
+        session = self.sessions.get(event.sessionId) or new_chat_session()
+        session, records = project_event(session, event, offset=event.seq)
+        self.sessions[event.sessionId] = session
+        return records
+
+
 def replay(provider: str, inputs: Iterable[tuple[str, IO[bytes]]], out: IO[bytes],
            err: IO[bytes], *, fmt: Format = "native", session: str | None = None,
-           include_raw: bool = False) -> int:
+           include_raw: bool = False, view: View = "canonical") -> int:
     """Replay every input; returns the number of dead letters written to `err`."""
     rep = Replayer(provider, include_raw=include_raw)
+    chat = ChatView() if view == "chat" else None
     dead_count = 0
     offset = 0  # one running position across files: a session may span several
     for path, stream in inputs:
@@ -98,8 +115,13 @@ def replay(provider: str, inputs: Iterable[tuple[str, IO[bytes]]], out: IO[bytes
             offset += 1
             events, dead = rep.feed(sid, offset, raw, fmt)
             for ev in events:
-                out.write(encode_event(ev))
-                out.write(b"\n")
+                if chat is None:
+                    out.write(encode_event(ev))
+                    out.write(b"\n")
+                    continue
+                for record in chat.feed(ev):
+                    out.write(encode_chat(record))
+                    out.write(b"\n")
             for d in dead:
                 err.write(encode_deadletter(d))
                 err.write(b"\n")

@@ -27,6 +27,8 @@ class Settings(Struct, frozen=True, kw_only=True):
     #: Table store: memory:// (default, tests) or rocksdb:// (needs rocksdict; production).
     store: str = "memory://"
     data_dir: str = ".canonflow-data"
+    #: Run the chat projection (agents.canonical -> agents.chat).
+    chat_enabled: bool = True
     #: Copy each native message into the `raw` field of its canonical events.
     include_raw: bool = False
     #: Records larger than this go to the dead-letter topic untranslated.

@@ -21,6 +21,7 @@ from topics.catalog import (
     raw_topic,
     topic,
 )
+from topics.chat import ChatRecord, decode_chat, encode_chat
 from topics.records import CaptureLine, DeadLetter
 
 __all__ = [
@@ -37,9 +38,12 @@ __all__ = [
     "TOOL_ITEM_TYPES",
     "CanonicalEvent",
     "CaptureLine",
+    "ChatRecord",
     "DeadLetter",
     "TopicSpec",
+    "decode_chat",
     "decode_event",
+    "encode_chat",
     "encode_event",
     "raw_topic",
     "topic",

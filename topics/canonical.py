@@ -181,6 +181,8 @@ class TurnCompletedPayload(_Payload, frozen=True, kw_only=True):
     totalCostUsd: float | UnsetType = UNSET
     durationMs: int | UnsetType = UNSET
     errorMessage: str | UnsetType = UNSET
+    #: The runtime's own final answer when it reports one (Claude's `result.result`).
+    resultText: str | UnsetType = UNSET
 
 
 class TurnAbortedPayload(_Payload, frozen=True, kw_only=True):

@@ -7,13 +7,15 @@ import json
 import msgspec
 
 from topics.canonical import CanonicalEvent
+from topics.chat import ChatRecord
 from topics.records import DeadLetter
 
 
 def schema() -> dict[str, object]:
     """One JSON Schema document: `$defs` for every type, and the published records
-    (`CanonicalEvent`, `DeadLetter`) named under `x-canonflow-records`."""
-    records = {"CanonicalEvent": CanonicalEvent, "DeadLetter": DeadLetter}
+    (`CanonicalEvent`, `ChatRecord`, `DeadLetter`) named under `x-canonflow-records`."""
+    records = {"CanonicalEvent": CanonicalEvent, "ChatRecord": ChatRecord,
+               "DeadLetter": DeadLetter}
     schemas, components = msgspec.json.schema_components(
         list(records.values()), ref_template="#/$defs/{name}")
     doc: dict[str, object] = {

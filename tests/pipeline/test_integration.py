@@ -57,3 +57,21 @@ def test_batched_records_and_garbage_go_to_their_topics(settings, worker):
     dl = decode_deadletter(dead.value)
     assert (dl.value, dl.topic, dl.provider, dl.errorClass) == (
         b"\x00\x01 definitely not json", "agents.raw.codex-exec", "codex-exec", "MalformedRecord")
+
+
+def test_chat_projection_reads_back_from_the_chat_topic(settings, worker):
+    from pipeline.replay import ChatView
+    from topics.canonical import decode_event
+    from topics.catalog import CHAT_TOPIC
+    from topics.chat import encode_chat
+
+    path = CAPTURED / "codex-exec" / "codex-exec__tool_shell.capture.jsonl"
+    view = ChatView()
+    expected = [json.loads(encode_chat(r)) for e in _offline("codex-exec", "sess-chat", path)
+                for r in view.feed(decode_event(json.dumps(e)))]
+    asyncio.run(produce(settings, "codex-exec", "sess-chat",
+                        records_from_file(str(path), "capture")))
+    got = decoded(read_topic(settings, CHAT_TOPIC, len(expected), key=b"sess-chat",
+                             worker=worker))
+    assert [r["type"] for r in got] == ["text", "tool_use", "tool_result", "text", "done"]
+    assert got == expected

@@ -22,12 +22,12 @@ def test_a_redelivered_record_changes_nothing_and_emits_nothing():
     state, emitted = None, 0
     for offset, line in enumerate(lines[:3]):
         out = n.process(state, b"s1", line, partition=0, offset=offset)
-        state, emitted = out.state, emitted + len(out.canonical)
+        state, emitted = out.state, emitted + len(out.records)
     again = n.process(state, b"s1", lines[2], partition=0, offset=2)
-    assert again.state is None and again.canonical == [] and again.deadletters == []
+    assert again.state is None and again.records == [] and again.deadletters == []
     # the next new record goes on exactly where the stream left off
     nxt = n.process(state, b"s1", lines[3], partition=0, offset=3)
-    assert json.loads(nxt.canonical[0])["seq"] == emitted + 1
+    assert json.loads(nxt.records[0])["seq"] == emitted + 1
 
 
 def test_batched_records_give_the_same_events_as_one_message_per_record():
@@ -36,16 +36,16 @@ def test_batched_records_give_the_same_events_as_one_message_per_record():
     state, single = None, []
     for offset, line in enumerate(lines):
         out = n.process(state, b"s1", line, partition=0, offset=offset, timestamp_ms=5)
-        state, single = out.state, single + out.canonical
+        state, single = out.state, single + out.records
     batched = n.process(None, b"s1", b"\n".join(lines), partition=0, offset=0, timestamp_ms=5)
-    assert batched.canonical == single
+    assert batched.records == single
 
 
 def test_a_bad_line_is_dead_lettered_with_its_bytes_and_the_good_lines_go_on():
     n = Normalizer("codex-exec")
     value = b'{"type":"turn.started"}\n\xff\xfenot json\n{"type":"turn.completed","usage":{}}'
     out = n.process(None, b"s1", value, partition=3, offset=42, headers=[("origin", b"agent")])
-    types = [json.loads(e)["type"] for e in out.canonical]
+    types = [json.loads(e)["type"] for e in out.records]
     assert types == ["turn.started", "thread.token-usage.updated", "turn.completed"]
     [dl] = [decode_deadletter(d) for d in out.deadletters]
     assert (dl.topic, dl.partition, dl.offset, dl.line, dl.key) == (
@@ -60,7 +60,7 @@ def test_records_without_key_oversized_or_with_a_bad_key_are_dead_lettered_whole
                             (b"\xff", b"{}", "MalformedKey")]:
         out = n.process(None, key, value, partition=0, offset=0)
         [dl] = [decode_deadletter(d) for d in out.deadletters]
-        assert (out.state, out.canonical, dl.errorClass, dl.value) == (None, [], cls, value)
+        assert (out.state, out.records, dl.errorClass, dl.value) == (None, [], cls, value)
 
 
 def test_headers_give_origin_and_capture_time():
@@ -68,4 +68,4 @@ def test_headers_give_origin_and_capture_time():
     assert parse_headers({"t": b"nope"}) == ("agent", None)
     out = Normalizer("codex-exec").process(None, b"s", b'{"type":"turn.started"}', partition=0,
                                            offset=0, headers=[("t", b"1700000000123")])
-    assert json.loads(out.canonical[0])["createdAt"] == "2023-11-14T22:13:20.123Z"
+    assert json.loads(out.records[0])["createdAt"] == "2023-11-14T22:13:20.123Z"

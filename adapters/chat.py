@@ -1,0 +1,268 @@
+"""The chat projection: canonical events -> the readable chat contract of seed 001.
+
+Sans-I/O like the adapters: a frozen state per session and one pure function,
+canonical event in -> new state + chat records out. It knows no runtime: every
+provider's canonical events give the same records (topics/chat.py).
+
+What it remembers per session, and for how long:
+* the text so far of each open assistant / reasoning item (for `accumulated`) and
+  its phase, dropped when the item completes;
+* each open tool item's tool_use_id, normalised name and whether its tool_use was
+  shown yet, dropped when the item completes;
+* the latest assistant text of the turn (the `done` record's final text), dropped
+  when the turn completes.
+
+Rules: text records carry only new text (`content`) and the message so far; a
+tool_use is shown once, as soon as its input is known (a tool that starts with an
+empty input, like a streaming Claude tool_use or a pending OpenCode part, is shown
+when an update brings the input, or at the latest right before its result); a
+tool_result carries the whole output once; a turn's end is one `done`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from msgspec import UNSET, Struct
+from msgspec.structs import replace
+
+from adapters.base import Session, event_id
+from topics.canonical import TOOL_ITEM_TYPES
+from topics.chat import (
+    ChatApproval,
+    ChatDone,
+    ChatError,
+    ChatQuestion,
+    ChatReasoning,
+    ChatRecord,
+    ChatText,
+    ChatToolResult,
+    ChatToolUse,
+)
+
+
+class OpenText(Struct, frozen=True):
+    text: str = ""
+    phase: str | None = None
+
+
+class OpenTool(Struct, frozen=True):
+    tool_use_id: str
+    name: str
+    shown: bool = False
+
+
+class ChatState(Struct, frozen=True, kw_only=True):
+    texts: dict[str, OpenText] = {}
+    tools: dict[str, OpenTool] = {}
+    last_text: str | None = None
+
+
+def initial() -> ChatState:
+    return ChatState()
+
+
+_SUBTYPES = {"completed": "success", "failed": "error", "interrupted": "interrupted",
+             "cancelled": "cancelled"}
+_QUESTION_REQUESTS = {"tool_user_input"}  # shown as a question, not as an approval too
+
+
+def _v(value: Any) -> Any:
+    """UNSET -> None, for the always-present chat fields."""
+    return None if value is UNSET else value
+
+
+class _Out:
+    """Stamps chat records with the session's envelope."""
+
+    __slots__ = ("session_id", "provider", "seq", "source", "turn", "records")
+
+    def __init__(self, ev: Any, seq: int):
+        self.session_id, self.provider, self.seq = ev.sessionId, ev.provider, seq
+        self.source, self.turn = ev.eventId, _v(ev.turnId)
+        self.records: list[ChatRecord] = []
+
+    def add(self, cls: type[Any], **fields: Any) -> None:
+        self.seq += 1
+        self.records.append(cls(
+            session_id=self.session_id, provider=self.provider, seq=self.seq,
+            event_id=event_id(f"chat:{self.provider}", self.session_id, self.seq),
+            source_event_id=self.source, turn_id=self.turn, **fields))
+
+
+def _tool_use_id(ev: Any) -> str:
+    refs = ev.providerRefs
+    native = refs.providerItemId if refs is not UNSET else UNSET
+    return native if isinstance(native, str) else str(ev.itemId)
+
+
+def _parent(state: ChatState, ev: Any) -> str | None:
+    parent = ev.parentItemId
+    if parent is UNSET:
+        return None
+    tool = state.tools.get(parent)
+    return tool.tool_use_id if tool else parent
+
+
+def _has_input(value: Any) -> bool:
+    return value is not UNSET and value not in (None, {}, [], "")
+
+
+def project(state: ChatState, ev: Any, out: _Out) -> ChatState:
+    """Apply one canonical event (a topics.canonical struct)."""
+    handler = _HANDLERS.get(ev.__struct_config__.tag)
+    return handler(state, ev, out) if handler else state
+
+
+def _on_item_started(state: ChatState, ev: Any, out: _Out) -> ChatState:
+    p, item = ev.payload, ev.itemId
+    if p.itemType in ("assistant_message", "reasoning"):
+        texts = dict(state.texts)
+        old = texts.get(item, OpenText())
+        texts[item] = OpenText(old.text, _v(p.phase) or old.phase)
+        return replace(state, texts=texts)
+    if p.itemType in TOOL_ITEM_TYPES and item not in state.tools:
+        tool = OpenTool(_tool_use_id(ev), _v(p.toolName) or p.itemType)
+        if _has_input(p.input):
+            out.add(ChatToolUse, tool_use_id=tool.tool_use_id, name=tool.name, input=p.input,
+                    parent_tool_use_id=_parent(state, ev))
+            tool = replace(tool, shown=True)
+        return replace(state, tools={**state.tools, item: tool})
+    return state
+
+
+def _on_item_updated(state: ChatState, ev: Any, out: _Out) -> ChatState:
+    p, item = ev.payload, ev.itemId
+    if p.itemType in TOOL_ITEM_TYPES:
+        if item not in state.tools:
+            return _on_item_started(state, ev, out)
+        tool = state.tools[item]
+        if not tool.shown and _has_input(p.input):
+            name = _v(p.toolName) or tool.name
+            out.add(ChatToolUse, tool_use_id=tool.tool_use_id, name=name, input=p.input,
+                    parent_tool_use_id=_parent(state, ev))
+            return replace(state, tools={**state.tools, item: OpenTool(tool.tool_use_id, name,
+                                                                       True)})
+        return state
+    if p.itemType == "assistant_message" and _v(p.phase) and item in state.texts:
+        texts = dict(state.texts)
+        texts[item] = OpenText(texts[item].text, p.phase)
+        return replace(state, texts=texts)
+    return state
+
+
+def _on_item_completed(state: ChatState, ev: Any, out: _Out) -> ChatState:
+    p, item = ev.payload, ev.itemId
+    if p.itemType in TOOL_ITEM_TYPES:
+        tool = state.tools.get(item) or OpenTool(_tool_use_id(ev), _v(p.toolName) or p.itemType)
+        parent = _parent(state, ev)
+        if not tool.shown:
+            out.add(ChatToolUse, tool_use_id=tool.tool_use_id, name=_v(p.toolName) or tool.name,
+                    input=_v(p.input) if _has_input(p.input) else {}, parent_tool_use_id=parent)
+        is_error = p.isError if p.isError is not UNSET else p.status in ("failed", "declined")
+        out.add(ChatToolResult, tool_use_id=tool.tool_use_id, content=_v(p.output) or "",
+                is_error=bool(is_error), parent_tool_use_id=parent)
+        tools = dict(state.tools)
+        tools.pop(item, None)
+        return replace(state, tools=tools)
+    if item in state.texts:
+        texts = dict(state.texts)
+        done = texts.pop(item)
+        last = state.last_text
+        if p.itemType == "assistant_message":
+            last = done.text or _v(p.text) or last
+        return replace(state, texts=texts, last_text=last)
+    if p.itemType == "assistant_message" and _v(p.text):
+        return replace(state, last_text=p.text)
+    return state
+
+
+def _on_delta(state: ChatState, ev: Any, out: _Out) -> ChatState:
+    p, item = ev.payload, ev.itemId
+    kind = p.streamKind
+    if kind not in ("assistant_text", "reasoning_text", "reasoning_summary_text") or not p.delta:
+        return state  # tool output is shown whole in tool_result
+    open_text = state.texts.get(item, OpenText())
+    acc = open_text.text + p.delta
+    texts = {**state.texts, item: OpenText(acc, open_text.phase)}
+    if kind == "assistant_text":
+        out.add(ChatText, content=p.delta, accumulated=acc, phase=open_text.phase,
+                item_id=_v(item), parent_tool_use_id=_parent(state, ev))
+        return replace(state, texts=texts, last_text=acc)
+    out.add(ChatReasoning, content=p.delta, accumulated=acc, item_id=_v(item),
+            parent_tool_use_id=_parent(state, ev))
+    return replace(state, texts=texts)
+
+
+def _on_request_opened(state: ChatState, ev: Any, out: _Out) -> ChatState:
+    p = ev.payload
+    if p.requestType not in _QUESTION_REQUESTS:
+        refs = ev.providerRefs
+        tool = refs.providerItemId if refs is not UNSET else UNSET
+        out.add(ChatApproval, state="opened", request_id=str(_v(ev.requestId)),
+                request_type=p.requestType, tool_use_id=_v(tool), tool_name=_v(p.toolName),
+                detail=_v(p.detail), options=_v(p.options))
+    return state
+
+
+def _on_request_resolved(state: ChatState, ev: Any, out: _Out) -> ChatState:
+    p = ev.payload
+    if p.requestType not in _QUESTION_REQUESTS:
+        out.add(ChatApproval, state="resolved", request_id=str(_v(ev.requestId)),
+                request_type=p.requestType, decision=_v(p.decision))
+    return state
+
+
+def _on_question(state: ChatState, ev: Any, out: _Out) -> ChatState:
+    if ev.__struct_config__.tag == "user-input.requested":
+        out.add(ChatQuestion, state="asked", request_id=str(_v(ev.requestId)),
+                questions=ev.payload.questions)
+    else:
+        out.add(ChatQuestion, state="answered", request_id=str(_v(ev.requestId)),
+                answers=ev.payload.answers)
+    return state
+
+
+def _on_error(state: ChatState, ev: Any, out: _Out) -> ChatState:
+    p = ev.payload
+    out.add(ChatError, message=p.message, error_class=_v(p.errorClass), will_retry=_v(p.willRetry))
+    return state
+
+
+def _on_turn_completed(state: ChatState, ev: Any, out: _Out) -> ChatState:
+    p = ev.payload
+    final = state.last_text if state.last_text is not None else _v(p.resultText)
+    result = _v(p.resultText) if p.resultText is not UNSET else final
+    out.add(ChatDone, result=result, final_text=final, is_error=p.state != "completed",
+            subtype=_SUBTYPES.get(p.state, p.state))
+    return ChatState()
+
+
+_HANDLERS = {
+    "item.started": _on_item_started,
+    "item.updated": _on_item_updated,
+    "item.completed": _on_item_completed,
+    "content.delta": _on_delta,
+    "request.opened": _on_request_opened,
+    "request.resolved": _on_request_resolved,
+    "user-input.requested": _on_question,
+    "user-input.resolved": _on_question,
+    "runtime.error": _on_error,
+    "turn.completed": _on_turn_completed,
+}
+
+
+def project_event(session: Session[ChatState], ev: Any, *, offset: int
+                  ) -> tuple[Session[ChatState], list[ChatRecord]]:
+    """Apply one canonical event at source position `offset` (watermarked like the
+    adapters: an event at or below the watermark changes nothing)."""
+    if offset <= session.watermark:
+        return session, []
+    out = _Out(ev, session.seq)
+    state = project(session.state, ev, out)
+    return Session(seq=out.seq, watermark=offset, clockMs=session.clockMs, state=state), \
+        out.records
+
+
+def new_chat_session() -> Session[ChatState]:
+    return Session(state=ChatState())

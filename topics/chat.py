@@ -1,0 +1,108 @@
+"""The readable chat contract (`agents.chat`): seed 001 "Change the runtime. Keep a
+readable chat." The same records, with the same fields, for every runtime.
+
+Every record carries `session_id`, `provider`, `seq` (per session, gapless from 1),
+a deterministic `event_id` and the `source_event_id` of the canonical event it came
+from. All fields are always present (null when unknown), so a chat UI can rely on
+the shape. Tags: text, reasoning, tool_use, tool_result, approval, question, error,
+done.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Union
+
+import msgspec
+from msgspec import Struct
+
+
+class _Chat(Struct, frozen=True, kw_only=True, tag_field="type"):
+    session_id: str
+    provider: str
+    seq: int
+    event_id: str
+    source_event_id: str
+    turn_id: str | None = None
+
+
+class ChatText(_Chat, tag="text", frozen=True, kw_only=True):
+    """New assistant text (`content`) and the message's text so far (`accumulated`)."""
+
+    content: str
+    accumulated: str
+    phase: str | None = None
+    item_id: str | None = None
+    parent_tool_use_id: str | None = None
+
+
+class ChatReasoning(_Chat, tag="reasoning", frozen=True, kw_only=True):
+    content: str
+    accumulated: str
+    item_id: str | None = None
+    parent_tool_use_id: str | None = None
+
+
+class ChatToolUse(_Chat, tag="tool_use", frozen=True, kw_only=True):
+    """A tool call, with its normalised name (Bash, Read, Edit, ..., mcp__server__tool)."""
+
+    tool_use_id: str
+    name: str
+    input: Any
+    parent_tool_use_id: str | None = None
+    ui_resource_uri: str | None = None
+
+
+class ChatToolResult(_Chat, tag="tool_result", frozen=True, kw_only=True):
+    """The tool's whole output, once, when it completes."""
+
+    tool_use_id: str
+    content: str
+    is_error: bool
+    parent_tool_use_id: str | None = None
+    ui_resource_uri: str | None = None
+
+
+class ChatApproval(_Chat, tag="approval", frozen=True, kw_only=True):
+    """A permission request: `state` opened, then resolved with the `decision`."""
+
+    state: Literal["opened", "resolved"]
+    request_id: str
+    request_type: str
+    tool_use_id: str | None = None
+    tool_name: str | None = None
+    detail: str | None = None
+    options: list[Any] | None = None
+    decision: str | None = None
+
+
+class ChatQuestion(_Chat, tag="question", frozen=True, kw_only=True):
+    """Questions for the user: `state` asked (with `questions`), then answered."""
+
+    state: Literal["asked", "answered"]
+    request_id: str
+    questions: Any = None
+    answers: Any = None
+
+
+class ChatError(_Chat, tag="error", frozen=True, kw_only=True):
+    message: str
+    error_class: str | None = None
+    will_retry: bool | None = None
+
+
+class ChatDone(_Chat, tag="done", frozen=True, kw_only=True):
+    """The turn is over: its final answer, and whether it failed."""
+
+    result: str | None
+    final_text: str | None
+    is_error: bool
+    subtype: str
+
+
+ChatRecord = Union[
+    ChatText, ChatReasoning, ChatToolUse, ChatToolResult, ChatApproval, ChatQuestion,
+    ChatError, ChatDone,
+]
+
+encode_chat = msgspec.json.Encoder().encode
+decode_chat = msgspec.json.Decoder(ChatRecord).decode
