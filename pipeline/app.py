@@ -2,11 +2,12 @@
 
 One normalize agent per raw topic (`agents.raw.<provider>`), each with its own
 session table (`sessions.<provider>`, changelog-backed, co-partitioned with the raw
-topic). An agent stays thin: read the session's state, run `Normalizer.process`,
-publish the canonical events to `agents.canonical` on the record's own partition
-(the topics are co-partitioned, so a session keeps one partition end to end),
-dead letters to `agents.deadletter`, wait until they are delivered, then store
-the new state. Bad input never reaches the supervisor: it is dead-lettered.
+topic), and the chat agent (`agents.canonical` -> `agents.chat`, table `chat`).
+Agents stay thin: for a batch of records, read each session's state, run the
+step (`Normalizer` / `ChatProjector`), publish its output on the record's own
+partition (the topics are co-partitioned, so a session keeps one partition end to
+end) and dead letters to `agents.deadletter`, wait until they are delivered, then
+store the new states. Bad input never reaches the supervisor: it is dead-lettered.
 """
 
 from __future__ import annotations
@@ -17,10 +18,9 @@ from typing import Any
 
 import faust
 
-from pipeline.normalize import ChatProjector, Normalizer
+from pipeline.normalize import ChatProjector, Normalizer, internal_error
 from pipeline.settings import Settings
 from topics.catalog import CANONICAL_TOPIC, CHAT_TOPIC, DEADLETTER_TOPIC, raw_topic
-from topics.records import DeadLetter, encode_deadletter
 
 log = logging.getLogger("canonflow")
 
@@ -91,64 +91,67 @@ def _add_normalizer(app: faust.App, settings: Settings, provider: str,
                        partitions=settings.partitions)
     table = app.Table(f"sessions.{provider}", partitions=settings.partitions,
                       key_type=bytes, value_type=bytes, default=None)
-    normalizer = Normalizer(provider, include_raw=settings.include_raw,
-                            max_record_bytes=settings.max_record_bytes)
-
-    async def normalize(stream: faust.StreamT) -> None:
-        async for event in stream.events():
-            msg = event.message
-            key: bytes | None = event.key
-            try:
-                stored = table.get(key) if key is not None else None
-                out = normalizer.process(
-                    stored, key, event.value, partition=msg.partition, offset=msg.offset,
-                    timestamp_ms=int(msg.timestamp * 1000) if msg.timestamp else None,
-                    headers=event.headers)
-            except Exception as e:  # a bug must not stop the worker: keep the record
-                log.exception("normalize %s failed on %s[%s]@%s", provider, msg.topic,
-                              msg.partition, msg.offset)
-                out_dead = encode_deadletter(DeadLetter(
-                    topic=msg.topic, partition=msg.partition, offset=msg.offset,
-                    provider=provider, key=key.decode("utf-8", "replace") if key else None,
-                    errorClass=f"InternalError.{type(e).__name__}", reason=str(e),
-                    value=event.value or b""))
-                fut = await deadletter.send(key=key, value=out_dead, partition=msg.partition)
-                await fut
-                continue
-            pending = [await canonical.send(key=key, value=v, partition=msg.partition)
-                       for v in out.records]
-            pending += [await deadletter.send(key=key, value=v, partition=msg.partition)
-                        for v in out.deadletters]
-            if pending:
-                # state must never be ahead of what was published (see pipeline.normalize)
-                await asyncio.gather(*pending)
-            if out.state is not None and key is not None:
-                table[key] = out.state
-
-    app.agent(source, name=f"normalize.{provider}")(normalize)
+    step = Normalizer(provider, include_raw=settings.include_raw,
+                      max_record_bytes=settings.max_record_bytes)
+    _add_batched_agent(app, settings, f"normalize.{provider}", source, table, step,
+                       CANONICAL_TOPIC)
 
 
 def _add_chat(app: faust.App, settings: Settings, canonical: faust.TopicT,
               deadletter: faust.TopicT) -> None:
     """The chat projection: agents.canonical -> agents.chat, same partition, same order."""
-    chat = app.topic(CHAT_TOPIC, key_serializer="raw", value_serializer="raw",
-                     partitions=settings.partitions)
+    app.topic(CHAT_TOPIC, key_serializer="raw", value_serializer="raw",
+              partitions=settings.partitions)
     table = app.Table("chat", partitions=settings.partitions, key_type=bytes,
                       value_type=bytes, default=None)
-    projector = ChatProjector()
+    _add_batched_agent(app, settings, "chat", canonical, table, ChatProjector(), CHAT_TOPIC)
 
-    async def project(stream: faust.StreamT) -> None:
-        async for event in stream.events():
-            msg, key = event.message, event.key
-            out = projector.process(table.get(key) if key is not None else None, key,
-                                    event.value, partition=msg.partition, offset=msg.offset)
-            pending = [await chat.send(key=key, value=v, partition=msg.partition)
-                       for v in out.records]
-            pending += [await deadletter.send(key=key, value=v, partition=msg.partition)
-                        for v in out.deadletters]
+
+def _add_batched_agent(app: faust.App, settings: Settings, name: str, source: faust.TopicT,
+                       table: Any, step: Normalizer | ChatProjector, out_topic: str) -> None:
+    """An agent that runs `step` over batches of records.
+
+    Per batch: each record is processed in order, reading its session's state from
+    the batch's own cache (a session's state is read once and written once per
+    batch, however many of its records the batch holds); outputs go to `out_topic`
+    and dead letters to agents.deadletter on the record's own partition; then the
+    batch waits for their delivery, and only then stores each session's new state,
+    in the changelog partition of the records it came from (STATE NEVER AHEAD OF
+    WHAT WAS PUBLISHED: see pipeline.normalize).
+    """
+
+    async def run(stream: faust.StreamT) -> None:
+        producer = app.producer
+        async for events in stream.take_events(settings.batch_max, settings.batch_within):
+            states: dict[bytes, tuple[int, bytes]] = {}
+            pending = []
+            for event in events:
+                msg, key, value = event.message, event.key, event.value
+                ts = msg.timestamp
+                try:
+                    stored = (states[key][1] if key in states else table.get(key)
+                              ) if key is not None else None
+                    out = step.process(stored, key, value, partition=msg.partition,
+                                       offset=msg.offset,
+                                       timestamp_ms=int(ts * 1000) if ts else None,
+                                       headers=event.headers)
+                except Exception as e:  # a bug must not stop the worker: keep the record
+                    log.exception("%s failed on %s[%s]@%s", name, msg.topic, msg.partition,
+                                  msg.offset)
+                    out = internal_error(step, e, key, value, partition=msg.partition,
+                                         offset=msg.offset)
+                for v in out.records:
+                    pending.append(await producer.send(out_topic, key, v, msg.partition, ts,
+                                                       None))
+                for v in out.deadletters:
+                    pending.append(await producer.send(DEADLETTER_TOPIC, key, v,
+                                                       msg.partition, ts, None))
+                if out.state is not None and key is not None:
+                    states[key] = (msg.partition, out.state)
             if pending:
                 await asyncio.gather(*pending)
-            if out.state is not None and key is not None:
-                table[key] = out.state
+            for key, (partition, value) in states.items():
+                table.data[key] = value
+                table.send_changelog(partition, key, value)
 
-    app.agent(canonical, name="chat")(project)
+    app.agent(source, name=name)(run)

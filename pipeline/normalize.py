@@ -119,12 +119,16 @@ class Normalizer:
 class ChatProjector:
     """The translation step of the chat agent: one canonical event -> chat records."""
 
+    provider = "chat"
+    topic = CANONICAL_TOPIC
+
     def __init__(self) -> None:
         self._encode_state = msgspec.msgpack.Encoder().encode
         self._decode_state = msgspec.msgpack.Decoder(Session[ChatState]).decode
 
     def process(self, stored: bytes | None, key: bytes | None, value: bytes | None, *,
-                partition: int, offset: int) -> Output:
+                partition: int, offset: int, timestamp_ms: int | None = None,
+                headers: Any = ()) -> Output:
         """Project one record of agents.canonical. Never raises for bad input."""
         try:
             event = decode_event(value or b"")
@@ -139,3 +143,14 @@ class ChatProjector:
         if new is session:
             return Output(None, [], [])
         return Output(self._encode_state(new), [encode_chat(r) for r in records], [])
+
+
+def internal_error(step: Normalizer | ChatProjector, error: Exception, key: bytes | None,
+                   value: bytes | None, *, partition: int, offset: int) -> Output:
+    """The dead letter for a record the step itself failed on (a bug, not bad input):
+    the record is kept, the worker goes on."""
+    return Output(None, [], [encode_deadletter(DeadLetter(
+        topic=step.topic, partition=partition, offset=offset, provider=step.provider,
+        key=key.decode("utf-8", "replace") if key is not None else None,
+        errorClass=f"InternalError.{type(error).__name__}", reason=str(error),
+        value=value or b""))])

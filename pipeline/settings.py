@@ -31,6 +31,9 @@ class Settings(Struct, frozen=True, kw_only=True):
     chat_enabled: bool = True
     #: Copy each native message into the `raw` field of its canonical events.
     include_raw: bool = False
+    #: Records per agent batch, and how long (seconds) a batch waits to fill.
+    batch_max: int = 500
+    batch_within: float = 0.01
     #: Records larger than this go to the dead-letter topic untranslated.
     max_record_bytes: int = 1024 * 1024
     web_enabled: bool = True
