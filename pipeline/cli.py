@@ -251,6 +251,33 @@ def demo(timeout: float) -> None:
 
 
 @main.command()
+@_broker_option
+@_partitions_option
+@click.option("--messages", type=int, default=20000, show_default=True,
+              help="Native messages in the workload (copies of the captured conversations).")
+@click.option("--repeat", type=int, default=3, show_default=True, help="Runs per measurement.")
+@click.option("--batch", type=int, default=50, show_default=True,
+              help="Native messages per record in the batched run.")
+@click.option("--fixtures", type=click.Path(file_okay=False, exists=True), default=None,
+              help="Captured conversations (default ../shared/fixtures/captured).")
+@click.option("--timeout", type=float, default=300.0, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def bench(broker: str | None, partitions: int | None, messages: int, repeat: int, batch: int,
+          fixtures: str | None, timeout: float, as_json: bool) -> None:
+    """Throughput and memory: adapter core, aiokafka and Faust ceilings, canonflow end to end."""
+    import json
+    from pathlib import Path
+
+    from pipeline.bench import format_report, run_bench
+
+    settings = _settings(broker=broker, partitions=partitions)
+    result = run_bench(settings, messages=messages, repeat=repeat, batch=batch,
+                       fixtures=Path(fixtures) if fixtures else None, timeout=timeout,
+                       say=lambda s: click.echo(s, err=True))
+    click.echo(json.dumps(result, indent=2) if as_json else format_report(result))
+
+
+@main.command()
 @click.option("--output", "-o", type=click.Path(dir_okay=False), default=None,
               help="Write to this file instead of stdout.")
 def schema(output: str | None) -> None:

@@ -41,6 +41,8 @@ class Settings(Struct, frozen=True, kw_only=True):
     web_port: int = 6066
     #: Producer batch size; 1 makes Tansu's ListOffsets exact (embedded broker only).
     producer_max_batch_size: int | None = None
+    #: Seconds the producer waits to fill a batch (throughput against latency).
+    producer_linger: float = 0.0
     #: Seconds the group coordinator waits for members to rejoin. Tansu holds every
     #: join for this long, so the embedded broker uses a short one.
     rebalance_timeout: float = 60.0

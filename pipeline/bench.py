@@ -1,0 +1,543 @@
+"""`canonflow bench`: throughput and memory, measured side by side in one run.
+
+What is measured, on one generated workload (the real captured conversations,
+copied into many sessions, so text deltas dominate, with tools and approvals):
+
+1. the adapter core offline (no Kafka): native messages/s per provider and the mix;
+2. a bare aiokafka consume -> produce passthrough: the broker's ceiling here;
+3. a plain Faust agent forwarding each record: Faust's per-record ceiling;
+4. the canonflow worker end to end (raw topics -> agents.canonical and agents.chat),
+   with one native message per record and with batched records.
+
+Kafka rates are measured the same way for 2-4: an observer consumer notes when each
+output record arrives, and the rate is the input's native messages over the time
+from the first to the last arrival (so process start-up is not counted). Every run
+is checked: the count of its outputs, and for canonflow the exact canonical events
+per session against the offline replay (a fast wrong answer is not a result).
+Each repetition runs on a fresh embedded broker; the table reports medians.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from adapters import Line, get, new_session, translate_record
+from pipeline.broker import EmbeddedBroker
+from pipeline.kafka_io import RawRecord
+from pipeline.replay import parse_line
+from pipeline.settings import Settings
+from pipeline.worker import WorkerProcess, embedded_settings, ensure_topics
+from topics.canonical import encode_event
+from topics.catalog import CANONICAL_TOPIC, CHAT_TOPIC, raw_topic
+
+HERE = Path(__file__).resolve().parent
+
+
+# ---------------------------------------------------------------------------
+# The workload
+# ---------------------------------------------------------------------------
+
+
+class Session(msgspec.Struct):
+    provider: str
+    session_id: str
+    lines: list[Line]
+
+
+def default_fixtures() -> Path:
+    for cand in (Path.cwd().parent / "shared" / "fixtures" / "captured",
+                 HERE.parent / "tests" / "fixtures" / "captured"):
+        if cand.is_dir():
+            return cand
+    raise FileNotFoundError("no captured fixtures found; pass --fixtures DIR")
+
+
+def build_workload(fixtures: Path, messages: int) -> list[Session]:
+    """Copies of every captured conversation, as distinct sessions, until the workload
+    holds at least `messages` native messages (interleaved by provider later)."""
+    convs: list[tuple[str, str, list[Line]]] = []
+    for path in sorted(fixtures.glob("*/*.capture.jsonl")):
+        lines = [parse_line(raw, "capture") for raw in path.read_bytes().splitlines()
+                 if raw.strip()]
+        convs.append((path.parent.name, path.name.split(".")[0], lines))
+    if not convs:
+        raise FileNotFoundError(f"no *.capture.jsonl under {fixtures}")
+    sessions: list[Session] = []
+    total, copy = 0, 0
+    while total < messages:
+        for provider, name, lines in convs:
+            sessions.append(Session(provider, f"bench-{copy}-{name}", lines))
+            total += len(lines)
+        copy += 1
+    return sessions
+
+
+def n_messages(sessions: list[Session]) -> int:
+    return sum(len(s.lines) for s in sessions)
+
+
+def records_of(session: Session, batch: int) -> list[RawRecord]:
+    """The raw records of a session: up to `batch` consecutive lines of one origin."""
+    out: list[RawRecord] = []
+    for line in session.lines:
+        last = out[-1] if out else None
+        if last is not None and batch > 1 and last.origin == line.origin and \
+                last.value.count(b"\n") + 1 < batch:
+            last.value += b"\n" + line.data
+        else:
+            out.append(RawRecord(line.data, line.origin, line.time_ms))
+    return out
+
+
+def expected_events(sessions: list[Session]) -> dict[str, list[bytes]]:
+    """Offline replay of every session: its canonical events, createdAt removed."""
+    out: dict[str, list[bytes]] = {}
+    for s in sessions:
+        t = get(s.provider)
+        session = new_session(t)
+        events: list[bytes] = []
+        for n, line in enumerate(s.lines):
+            session, evs, _ = translate_record(t, session, s.session_id, [line], offset=n)
+            events += [_timeless(encode_event(e)) for e in evs]
+        out[s.session_id] = events
+    return out
+
+
+def _timeless(data: bytes) -> bytes:
+    obj = json.loads(data)
+    obj.pop("createdAt", None)
+    return json.dumps(obj, sort_keys=True).encode()
+
+
+# ---------------------------------------------------------------------------
+# 1. adapter core
+# ---------------------------------------------------------------------------
+
+
+def bench_adapters(sessions: list[Session]) -> dict[str, float]:
+    """Native messages per second through translate_record, per provider and mixed."""
+    by_provider: dict[str, list[Session]] = {}
+    for s in sessions:
+        by_provider.setdefault(s.provider, []).append(s)
+    rates: dict[str, float] = {}
+    total_n, total_t = 0, 0.0
+    for provider, group in sorted(by_provider.items()):
+        t = get(provider)
+        n = 0
+        start = time.perf_counter()
+        for s in group:
+            session = new_session(t)
+            for i, line in enumerate(s.lines):
+                session, _, _ = translate_record(t, session, s.session_id, [line], offset=i)
+            n += len(s.lines)
+        elapsed = time.perf_counter() - start
+        rates[provider] = n / elapsed
+        total_n, total_t = total_n + n, total_t + elapsed
+    rates["mix"] = total_n / total_t
+    return rates
+
+
+# ---------------------------------------------------------------------------
+# Kafka helpers
+# ---------------------------------------------------------------------------
+
+
+async def _produce_all(settings: Settings, items: list[tuple[str, bytes, RawRecord]]) -> None:
+    from aiokafka import AIOKafkaProducer
+
+    from pipeline.admin import kafka_client_kwargs
+
+    producer = AIOKafkaProducer(**kafka_client_kwargs(settings), linger_ms=5,
+                                max_batch_size=256 * 1024)
+    await producer.start()
+    try:
+        futures = [await producer.send(topic, r.value, key=key, headers=r.headers())
+                   for topic, key, r in items]
+        await asyncio.gather(*futures)
+    finally:
+        await producer.stop()
+
+
+def interleaved(sessions: list[Session], batch: int,
+                topic_of: Callable[[Session], str]) -> list[tuple[str, bytes, RawRecord]]:
+    """Records of all sessions, interleaved round-robin (as a fleet writes them)."""
+    queues = [(topic_of(s), s.session_id.encode(), records_of(s, batch)) for s in sessions]
+    out: list[tuple[str, bytes, RawRecord]] = []
+    i = 0
+    while queues:
+        nxt = []
+        for topic, key, recs in queues:
+            if i < len(recs):
+                out.append((topic, key, recs[i]))
+                nxt.append((topic, key, recs))
+        queues = nxt
+        i += 1
+    return out
+
+
+class Observed(msgspec.Struct):
+    records: list[Any]
+    first: float
+    last: float
+
+    @property
+    def span(self) -> float:
+        return max(self.last - self.first, 1e-6)
+
+
+async def _observe(settings: Settings, topics: list[str], want: int, timeout: float,
+                   alive: Callable[[], bool] | None = None) -> Observed:
+    """Consume `topics` until `want` records arrived; notes first and last arrival."""
+    from aiokafka import AIOKafkaConsumer
+
+    from pipeline.admin import kafka_client_kwargs
+
+    consumer = AIOKafkaConsumer(*topics, **kafka_client_kwargs(settings), group_id=None,
+                                auto_offset_reset="earliest", enable_auto_commit=False,
+                                fetch_max_bytes=50 * 1024 * 1024,
+                                max_partition_fetch_bytes=8 * 1024 * 1024)
+    await consumer.start()
+    got: list[Any] = []
+    first = last = 0.0
+    deadline = time.monotonic() + timeout
+    try:
+        while len(got) < want and time.monotonic() < deadline:
+            if alive is not None and not alive():
+                break
+            batch = await consumer.getmany(timeout_ms=200, max_records=100_000)
+            now = time.perf_counter()
+            for recs in batch.values():
+                if recs and not got:
+                    first = now
+                got.extend(recs)
+                if recs:
+                    last = now
+    finally:
+        await consumer.stop()
+    return Observed(got, first, last)
+
+
+def _fresh_broker(settings: Settings) -> tuple[EmbeddedBroker | None, Settings]:
+    if settings.broker:
+        return None, settings
+    broker = EmbeddedBroker().start()
+    return broker, embedded_settings(settings, broker.url)
+
+
+# ---------------------------------------------------------------------------
+# 2. bare aiokafka passthrough
+# ---------------------------------------------------------------------------
+
+
+async def _aiokafka_passthrough(settings: Settings, src: str, dst: str, n_records: int) -> None:
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    from pipeline.admin import kafka_client_kwargs
+
+    consumer = AIOKafkaConsumer(src, **kafka_client_kwargs(settings), group_id="bench-bare",
+                                auto_offset_reset="earliest", enable_auto_commit=False,
+                                rebalance_timeout_ms=3000, session_timeout_ms=10000)
+    producer = AIOKafkaProducer(**kafka_client_kwargs(settings), linger_ms=1)
+    await consumer.start()
+    await producer.start()
+    done = 0
+    try:
+        while done < n_records:
+            batch = await consumer.getmany(timeout_ms=200, max_records=5000)
+            futures = []
+            for tp, recs in batch.items():
+                for r in recs:
+                    futures.append(await producer.send(dst, r.value, key=r.key,
+                                                       partition=tp.partition))
+                done += len(recs)
+            if futures:
+                await asyncio.gather(*futures)
+                await consumer.commit()
+    finally:
+        await producer.stop()
+        await consumer.stop()
+
+
+def run_passthrough(kind: str, settings: Settings, sessions: list[Session], batch: int,
+                    timeout: float) -> float:
+    """Native messages/s forwarded by a bare aiokafka loop or a plain Faust agent."""
+    broker, live = _fresh_broker(settings)
+    try:
+        src, dst = f"bench.in.{kind}", f"bench.out.{kind}"
+        _create(live, [src, dst])
+        items = interleaved(sessions, batch, lambda s: src)
+        asyncio.run(_produce_all(live, items))
+        if kind == "aiokafka":
+            async def both() -> Observed:
+                obs = asyncio.ensure_future(_observe(live, [dst], len(items), timeout))
+                await _aiokafka_passthrough(live, src, dst, len(items))
+                return await obs
+            observed = asyncio.run(both())
+        else:
+            proc = _faust_passthrough_process(live, src, dst)
+            try:
+                observed = asyncio.run(_observe(live, [dst], len(items), timeout,
+                                                alive=lambda: proc.poll() is None))
+            finally:
+                _stop(proc)
+        if len(observed.records) != len(items):
+            raise BenchError(f"{kind} passthrough forwarded {len(observed.records)} of "
+                             f"{len(items)} records")
+        return n_messages(sessions) / observed.span
+    finally:
+        if broker:
+            broker.stop()
+
+
+def _create(settings: Settings, names: list[str]) -> None:
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    from pipeline.admin import kafka_client_kwargs
+
+    async def go() -> None:
+        admin = AIOKafkaAdminClient(**kafka_client_kwargs(settings))
+        await admin.start()
+        try:
+            await admin.create_topics([NewTopic(n, settings.partitions, settings.replication)
+                                       for n in names])
+        finally:
+            await admin.close()
+
+    asyncio.run(go())
+
+
+def _faust_passthrough_process(settings: Settings, src: str, dst: str) -> Any:
+    import subprocess
+
+    from pipeline.settings import to_env
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CANONFLOW_")}
+    env.update(to_env(settings.replace(app_id="bench-faust", web_enabled=False)))
+    return subprocess.Popen([sys.executable, "-m", "pipeline.bench_faust", src, dst],
+                            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+
+
+def _stop(proc: Any) -> None:
+    import subprocess
+
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+# ---------------------------------------------------------------------------
+# 4. canonflow end to end
+# ---------------------------------------------------------------------------
+
+
+class BenchError(RuntimeError):
+    """A run gave a wrong answer (missing or different output)."""
+
+
+class E2E(msgspec.Struct):
+    rate: float
+    events: int
+    chat: int
+    rss_mb: float
+    table_entries: int
+    table_bytes: int
+    changelog_bytes: int
+
+
+def run_canonflow(settings: Settings, sessions: list[Session], batch: int,
+                  expected: dict[str, list[bytes]], timeout: float) -> E2E:
+    """Native messages/s from raw topics to agents.canonical, checked event by event."""
+    broker, live = _fresh_broker(settings)
+    log = tempfile.NamedTemporaryFile(prefix="canonflow-bench-", suffix=".log", delete=False)
+    log.close()
+    try:
+        live = live.replace(app_id=f"bench-{os.getpid()}-{batch}", web_enabled=False,
+                            data_dir=tempfile.mkdtemp(prefix="canonflow-bench-"))
+        ensure_topics(live)
+        items = interleaved(sessions, batch, lambda s: raw_topic(s.provider))
+        asyncio.run(_produce_all(live, items))
+        want = sum(len(v) for v in expected.values())
+        worker = WorkerProcess(live, log_path=log.name).start()
+        try:
+            observed = asyncio.run(_observe(live, [CANONICAL_TOPIC], want, timeout,
+                                            alive=worker.alive))
+            rss = _rss_mb(worker.pid)
+            chat = asyncio.run(_observe(live, [CHAT_TOPIC], 1, 5.0))
+        finally:
+            worker.stop()
+        _verify(observed.records, expected, log.name)
+        entries, table_bytes, changelog_bytes = asyncio.run(_changelogs(live))
+        return E2E(rate=n_messages(sessions) / observed.span, events=len(observed.records),
+                   chat=len(chat.records), rss_mb=rss, table_entries=entries,
+                   table_bytes=table_bytes, changelog_bytes=changelog_bytes)
+    finally:
+        if broker:
+            broker.stop()
+
+
+def _verify(records: list[Any], expected: dict[str, list[bytes]], log: str) -> None:
+    got: dict[str, list[bytes]] = {}
+    for r in records:
+        got.setdefault(r.key.decode(), []).append(_timeless(r.value))
+    want = sum(len(v) for v in expected.values())
+    if len(records) != want:
+        raise BenchError(f"canonflow published {len(records)} canonical events, expected "
+                         f"{want} (worker log: {log})")
+    for sid, events in expected.items():
+        if got.get(sid) != events:
+            raise BenchError(f"session {sid}: canonical events differ from the offline replay")
+
+
+def _rss_mb(pid: int | None) -> float:
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
+
+
+async def _changelogs(settings: Settings) -> tuple[int, int, int]:
+    """(live table entries, their bytes, all changelog bytes written) over every
+    canonflow table changelog of this app."""
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    from pipeline.admin import kafka_client_kwargs
+
+    admin = AIOKafkaAdminClient(**kafka_client_kwargs(settings))
+    await admin.start()
+    try:
+        names = [t for t in await admin.list_topics()
+                 if t.startswith(settings.app_id + "-sessions.") and t.endswith("-changelog")]
+    finally:
+        await admin.close()
+    if not names:
+        return 0, 0, 0
+    consumer = AIOKafkaConsumer(*names, **kafka_client_kwargs(settings), group_id=None,
+                                auto_offset_reset="earliest", enable_auto_commit=False)
+    await consumer.start()
+    latest: dict[bytes, int] = {}
+    total = 0
+    idle = 0
+    try:
+        while idle < 5:
+            batch = await consumer.getmany(timeout_ms=200, max_records=100_000)
+            if not batch:
+                idle += 1
+                continue
+            idle = 0
+            for recs in batch.values():
+                for r in recs:
+                    size = len(r.value) if r.value is not None else 0
+                    total += size
+                    if r.value is None:
+                        latest.pop(r.key, None)
+                    else:
+                        latest[r.key] = size
+    finally:
+        await consumer.stop()
+    return len(latest), sum(latest.values()), total
+
+
+# ---------------------------------------------------------------------------
+# The report
+# ---------------------------------------------------------------------------
+
+
+def run_bench(settings: Settings, *, messages: int, repeat: int, batch: int,
+              fixtures: Path | None, timeout: float, say: Callable[[str], None]
+              ) -> dict[str, Any]:
+    sessions = build_workload(fixtures or default_fixtures(), messages)
+    n = n_messages(sessions)
+    say(f"workload: {n} native messages in {len(sessions)} sessions "
+        f"({len({s.provider for s in sessions})} providers)")
+    expected = expected_events(sessions)
+    runs: dict[str, list[float]] = {}
+    e2e: dict[str, list[E2E]] = {"single": [], "batched": []}
+    core = [bench_adapters(sessions) for _ in range(repeat)]
+    for i in range(repeat):
+        for kind in ("aiokafka", "faust"):
+            rate = run_passthrough(kind, settings, sessions, 1, timeout)
+            runs.setdefault(kind, []).append(rate)
+            say(f"run {i + 1}/{repeat}: {kind} passthrough {rate:,.0f} msg/s")
+        for label, b in (("single", 1), ("batched", batch)):
+            r = run_canonflow(settings, sessions, b, expected, timeout)
+            e2e[label].append(r)
+            say(f"run {i + 1}/{repeat}: canonflow {label} {r.rate:,.0f} msg/s "
+                f"({r.events} events verified)")
+    med = statistics.median
+    result: dict[str, Any] = {
+        "workload": {"messages": n, "sessions": len(sessions), "batch": batch,
+                     "repeat": repeat, "partitions": settings.partitions},
+        "adapter_core_msgs_per_s": {p: med(c[p] for c in core) for p in core[0]},
+        "aiokafka_passthrough_msgs_per_s": med(runs["aiokafka"]),
+        "faust_passthrough_msgs_per_s": med(runs["faust"]),
+        "canonflow_single_msgs_per_s": med(r.rate for r in e2e["single"]),
+        "canonflow_batched_msgs_per_s": med(r.rate for r in e2e["batched"]),
+    }
+    last = e2e["batched"][-1]
+    single_last = e2e["single"][-1]
+    result["ratios"] = {
+        "batched_vs_aiokafka": result["canonflow_batched_msgs_per_s"]
+        / result["aiokafka_passthrough_msgs_per_s"],
+        "single_vs_faust": result["canonflow_single_msgs_per_s"]
+        / result["faust_passthrough_msgs_per_s"],
+    }
+    native_bytes = sum(len(line.data) for s in sessions for line in s.lines)
+    result["memory"] = {
+        "worker_peak_rss_mb": med(r.rss_mb for r in e2e["single"] + e2e["batched"]),
+        "table_entries_after_run": single_last.table_entries,
+        "table_bytes_per_session": single_last.table_bytes / len(sessions),
+        "changelog_bytes_per_native_message_single": single_last.changelog_bytes / n,
+        "changelog_bytes_per_native_message_batched": last.changelog_bytes / n,
+        "native_bytes_per_message": native_bytes / n,
+    }
+    return result
+
+
+def format_report(r: dict[str, Any]) -> str:
+    w = r["workload"]
+    lines = [
+        f"canonflow bench: {w['messages']:,} native messages, {w['sessions']} sessions, "
+        f"{w['partitions']} partitions, medians of {w['repeat']} run(s)",
+        "",
+        "adapter core (offline, one core)        msg/s",
+    ]
+    for p, v in r["adapter_core_msgs_per_s"].items():
+        lines.append(f"  {p:<36} {v:>12,.0f}")
+    lines += [
+        "",
+        "through the broker                       msg/s",
+        f"  (2) bare aiokafka passthrough        {r['aiokafka_passthrough_msgs_per_s']:>12,.0f}",
+        f"  (3) plain Faust passthrough          {r['faust_passthrough_msgs_per_s']:>12,.0f}",
+        f"  (4) canonflow, 1 message/record      {r['canonflow_single_msgs_per_s']:>12,.0f}",
+        f"  (4) canonflow, {w['batch']} messages/record    "
+        f"{r['canonflow_batched_msgs_per_s']:>12,.0f}",
+        "",
+        f"ratio (4 batched)/(2) = {r['ratios']['batched_vs_aiokafka']:.2f}   "
+        f"ratio (4 single)/(3) = {r['ratios']['single_vs_faust']:.2f}",
+        "",
+        "memory",
+    ]
+    for k, v in r["memory"].items():
+        lines.append(f"  {k:<44} {v:>12,.1f}")
+    return "\n".join(lines)
