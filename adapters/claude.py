@@ -345,6 +345,8 @@ def _on_result(state: State, msg: Message, out: Emitter) -> State:
         fields["totalCostUsd"] = float(obj["total_cost_usd"])
     if isinstance(obj.get("duration_ms"), int | float):
         fields["durationMs"] = int(obj["duration_ms"])
+    if isinstance(obj.get("result"), str) and not is_error:
+        fields["resultText"] = obj["result"]  # the runtime's own final answer (chat `done`)
     if not is_error:
         return end_turn(state, out, TurnCompletedPayload(state="completed", **fields))
     message = _error_text(obj, subtype, interrupted)
