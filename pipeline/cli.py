@@ -292,5 +292,16 @@ def schema(output: str | None) -> None:
         sys.stdout.buffer.write(data)
 
 
+def _add_commands() -> None:
+    """Commands that live in their own modules (their heavy imports stay inside them)."""
+    from pipeline.manifests import topics_manifest
+    from pipeline.otel import otel_export
+
+    topics.add_command(topics_manifest)
+    main.add_command(otel_export)
+
+
+_add_commands()
+
 if __name__ == "__main__":
     main()

@@ -1,0 +1,436 @@
+"""`canonflow otel-export`: canonical events -> OTLP spans, received by a real OTLP/HTTP
+receiver on 127.0.0.1 that parses every request with opentelemetry-proto."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
+
+from pipeline.kafka_io import produce, records_from_file
+from pipeline.otel import (
+    Tokens,
+    build_spans,
+    item_span_id,
+    trace_id_for,
+    traces_url,
+    turn_span_id,
+    usage_tokens,
+)
+from tests.pipeline.conftest import read_topic
+from topics.catalog import CANONICAL_TOPIC
+
+TESTS = Path(__file__).resolve().parents[1]
+CAPTURED = TESTS / "fixtures" / "captured"
+GOLDENS = TESTS / "adapters" / "goldens"
+CODEX_SHELL = CAPTURED / "codex" / "codex-app-server__tool_shell.capture.jsonl"
+CLAUDE_SHELL = CAPTURED / "claude" / "claude-code-stream-json__tool_shell.capture.jsonl"
+FAILED_TURN = GOLDENS / "codex-exec" / "error_turn_failed.in.jsonl"
+
+CLI = [sys.executable, "-m", "pipeline.cli"]
+#: The command as the lead will wire it (`canonflow otel-export`), run standalone.
+OTEL_EXPORT = [sys.executable, "-c", "from pipeline.otel import otel_export; otel_export()"]
+
+
+# ---- a real OTLP/HTTP receiver ---------------------------------------------------
+
+
+class Receiver:
+    """OTLP/HTTP trace receiver on 127.0.0.1: POST /v1/traces, protobuf bodies.
+
+    The first `fail_first` requests get 503 (to exercise retries); every accepted
+    request is parsed as an ExportTraceServiceRequest and kept with its raw body."""
+
+    def __init__(self, fail_first: int = 0):
+        self.fail_first = fail_first
+        self.bodies: list[bytes] = []
+        self.requests: list[ExportTraceServiceRequest] = []
+        self.seen: list[tuple[str, str | None, int]] = []  # (path, content-type, status)
+        self.lock = threading.Lock()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                with receiver.lock:
+                    status = 503 if len(receiver.seen) < receiver.fail_first else 200
+                    if self.path != "/v1/traces":
+                        status = 404
+                    receiver.seen.append((self.path, self.headers.get("Content-Type"), status))
+                    if status == 200:
+                        receiver.requests.append(ExportTraceServiceRequest.FromString(body))
+                        receiver.bodies.append(body)
+                reply = ExportTraceServiceResponse().SerializeToString() if status == 200 else b""
+                self.send_response(status)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", str(len(reply)))
+                self.end_headers()
+                self.wfile.write(reply)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> Receiver:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join()
+
+    def spans(self) -> list[Span]:
+        return [s for r in self.requests for rs in r.resource_spans for ss in rs.scope_spans
+                for s in ss.spans]
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    with Receiver() as r:
+        yield r
+
+
+def attrs(span_or_event: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for kv in span_or_event.attributes:
+        kind = kv.value.WhichOneof("value")
+        if kind == "array_value":
+            out[kv.key] = [v.string_value for v in kv.value.array_value.values]
+        else:
+            out[kv.key] = getattr(kv.value, kind)
+    return out
+
+
+def replay(provider: str, path: Path, out: Path, *, session: str | None = None) -> Path:
+    """`canonflow replay --format capture` of a capture, written to `out`."""
+    args = [*CLI, "replay", "-p", provider, "--format", "capture", str(path)]
+    if session:
+        args += ["--session", session]
+    out.write_bytes(subprocess.run(args, capture_output=True, check=True, timeout=60).stdout)
+    return out
+
+
+def export(*args: str, env: dict[str, str] | None = None, timeout: float = 120
+           ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*OTEL_EXPORT, *args], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+def one(spans: list[Span], prefix: str) -> Span:
+    [span] = [s for s in spans if s.name.startswith(prefix)]
+    return span
+
+
+# ---- from replayed captures --------------------------------------------------------
+
+
+def test_codex_app_server_turn_is_an_invoke_agent_span_with_its_tool_call_as_a_child(
+        receiver: Receiver, tmp_path: Path):
+    events = replay("codex", CODEX_SHELL, tmp_path / "codex.jsonl")
+    r = export("--from-file", str(events), "--endpoint", receiver.url)
+    assert r.returncode == 0, r.stderr
+    assert {(path, ctype) for path, ctype, _ in receiver.seen} == {
+        ("/v1/traces", "application/x-protobuf")}
+    [request] = receiver.requests
+    resource = {kv.key: kv.value.string_value
+                for kv in request.resource_spans[0].resource.attributes}
+    assert resource["service.name"] == "canonflow"
+    assert request.resource_spans[0].scope_spans[0].scope.name == "canonflow.otel"
+
+    spans = receiver.spans()
+    assert sorted(s.name for s in spans) == ["execute_tool Bash", "invoke_agent codex"]
+    turn, tool = one(spans, "invoke_agent"), one(spans, "execute_tool")
+    t = attrs(turn)
+    assert t["gen_ai.operation.name"] == "invoke_agent"
+    assert t["gen_ai.conversation.id"] == "codex-app-server__tool_shell"
+    assert t["gen_ai.agent.name"] == "codex" and t["canonflow.provider"] == "codex"
+    # session.configured names the model provider ("fixture" in this capture)
+    assert t["gen_ai.provider.name"] == t["gen_ai.system"] == "fixture"
+    assert t["gen_ai.request.model"] == t["gen_ai.response.model"] == "gpt-5.5"
+    # two model calls in the turn, thread totals 1240 then 2480 tokens
+    assert (t["gen_ai.usage.input_tokens"], t["gen_ai.usage.output_tokens"]) == (2400, 80)
+    assert t["canonflow.turn.state"] == "completed" and "error.type" not in t
+    assert turn.kind == Span.SPAN_KIND_CLIENT
+    assert turn.status.code == Status.STATUS_CODE_UNSET and turn.parent_span_id == b""
+
+    a = attrs(tool)
+    assert a["gen_ai.operation.name"] == "execute_tool"
+    assert a["gen_ai.tool.name"] == "Bash"
+    assert a["gen_ai.tool.call.id"] == "call_723fe080b2774c6e9a10e6fb"
+    assert a["gen_ai.tool.type"] == "function"
+    assert a["process.exit.code"] == 0 and "error.type" not in a
+    assert "gen_ai.tool.call.arguments" not in a  # content is opt-in
+    assert tool.kind == Span.SPAN_KIND_INTERNAL
+    assert tool.parent_span_id == turn.span_id and tool.trace_id == turn.trace_id
+    session, turn_id = "codex-app-server__tool_shell", t["canonflow.turn.id"]
+    assert turn.trace_id == trace_id_for(session, turn_id)
+    assert turn.span_id == turn_span_id(session, turn_id)
+    assert tool.span_id == item_span_id(session, a["canonflow.item.id"])
+
+
+def test_claude_stream_json_turn_carries_anthropic_usage_and_finish_reason(
+        receiver: Receiver, tmp_path: Path):
+    events = replay("claude", CLAUDE_SHELL, tmp_path / "claude.jsonl")
+    r = export("--from-file", str(events), "--endpoint", receiver.url, "--capture-content")
+    assert r.returncode == 0, r.stderr
+    spans = receiver.spans()
+    turn, tool = one(spans, "invoke_agent claude"), one(spans, "execute_tool Bash")
+    t = attrs(turn)
+    assert t["gen_ai.provider.name"] == "anthropic"
+    assert t["gen_ai.request.model"] == "claude-opus-5-5"
+    assert t["gen_ai.response.model"] == "claude-opus-5-5"  # from the result's modelUsage
+    assert (t["gen_ai.usage.input_tokens"], t["gen_ai.usage.output_tokens"]) == (2400, 84)
+    assert t["gen_ai.usage.cache_read.input_tokens"] == 0
+    assert t["gen_ai.response.finish_reasons"] == ["end_turn"]
+    assert t["canonflow.turn.cost_usd"] == pytest.approx(0.01128)
+    a = attrs(tool)
+    assert a["gen_ai.tool.call.id"] == "toolu_0162aa18897d0e4e479fb410de"
+    assert json.loads(a["gen_ai.tool.call.arguments"])["command"] == "printf 'fixture-ok\\n'"
+    assert a["gen_ai.tool.call.result"] == "fixture-ok"
+    assert (tool.trace_id, tool.parent_span_id) == (turn.trace_id, turn.span_id)
+
+
+def test_a_failed_turn_has_error_status_error_type_and_its_runtime_errors_as_events(
+        receiver: Receiver, tmp_path: Path):
+    events = replay("codex-exec", FAILED_TURN, tmp_path / "failed.jsonl", session="s1")
+    r = export("--from-file", str(events), "--endpoint", receiver.url)
+    assert r.returncode == 0, r.stderr
+    spans = receiver.spans()
+    turn, tool = one(spans, "invoke_agent codex-exec"), one(spans, "execute_tool Bash")
+    t = attrs(turn)
+    assert turn.status.code == Status.STATUS_CODE_ERROR
+    assert turn.status.message == "stream disconnected before completion"
+    assert t["error.type"] == "provider_error" and t["canonflow.turn.state"] == "failed"
+    assert t["gen_ai.provider.name"] == "openai"
+    errors = [attrs(e) for e in turn.events if e.name == "runtime.error"]
+    assert [e["canonflow.error.will_retry"] for e in errors] == [True, False, False]
+    # the command the failure cut short: closed by the adapter, failed
+    assert tool.status.code == Status.STATUS_CODE_ERROR
+    assert attrs(tool)["error.type"] == "tool_error"
+    assert tool.parent_span_id == turn.span_id
+    # times come from the capture (t = 1764441800100 .. 1764441800600 ms)
+    assert (turn.start_time_unix_nano, turn.end_time_unix_nano) == (
+        1764441800100 * 10**6, 1764441800600 * 10**6)
+    assert (tool.start_time_unix_nano, tool.end_time_unix_nano) == (
+        1764441800200 * 10**6, 1764441800600 * 10**6)
+
+
+def test_two_runs_send_byte_identical_requests(tmp_path: Path):
+    events = replay("codex", CODEX_SHELL, tmp_path / "codex.jsonl")
+    bodies = []
+    for _ in range(2):
+        with Receiver() as r:
+            assert export("--from-file", str(events), "--endpoint", r.url).returncode == 0
+            bodies.append(r.bodies)
+    assert bodies[0] == bodies[1] and len(bodies[0]) == 1
+
+
+def test_a_failing_receiver_is_retried_and_the_spans_arrive_once(tmp_path: Path):
+    events = replay("claude", CLAUDE_SHELL, tmp_path / "claude.jsonl")
+    with Receiver() as ok:
+        assert export("--from-file", str(events), "--endpoint", ok.url).returncode == 0
+    with Receiver(fail_first=2) as flaky:
+        r = export("--from-file", str(events), "--endpoint", flaky.url)
+        assert r.returncode == 0, r.stderr
+    assert [status for _, _, status in flaky.seen] == [503, 503, 200]
+    assert flaky.bodies == ok.bodies
+    assert "retry 1/6" in r.stderr and "retry 2/6" in r.stderr
+
+
+def test_an_unreachable_endpoint_drops_the_spans_and_exits_1(tmp_path: Path):
+    events = replay("claude", CLAUDE_SHELL, tmp_path / "claude.jsonl")
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    r = export("--from-file", str(events), "--endpoint", f"http://127.0.0.1:{port}",
+               "--retries", "1")
+    assert r.returncode == 1
+    assert "dropped 2 span(s)" in r.stderr
+
+
+def test_bad_lines_are_skipped_and_the_rest_exported(receiver: Receiver, tmp_path: Path):
+    good = replay("codex", CODEX_SHELL, tmp_path / "codex.jsonl").read_bytes().splitlines()
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_bytes(b"\n".join([b"{not json", b"[1, 2]", b'{"type": "turn.started"}',
+                                  b'{"type": "x", "sessionId": "s", "createdAt": "never"}',
+                                  *good]) + b"\n")
+    r = export("--from-file", str(mixed), "--endpoint", receiver.url)
+    assert r.returncode == 0, r.stderr
+    assert "4 bad" in r.stderr
+    assert sorted(s.name for s in receiver.spans()) == ["execute_tool Bash",
+                                                         "invoke_agent codex"]
+
+
+def test_the_endpoint_comes_from_the_otel_environment(receiver: Receiver, tmp_path: Path):
+    events = replay("claude", CLAUDE_SHELL, tmp_path / "claude.jsonl")
+    env = {"PATH": "/usr/bin:/bin", "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url,
+           "OTEL_SERVICE_NAME": "fleet-a"}
+    assert export("--from-file", str(events), env=env).returncode == 0
+    [request] = receiver.requests
+    assert {kv.key: kv.value.string_value for kv in
+            request.resource_spans[0].resource.attributes} == {"service.name": "fleet-a"}
+
+
+# ---- from agents.canonical on the embedded broker ----------------------------------
+
+
+def test_spans_of_a_session_read_from_agents_canonical(settings, worker, receiver: Receiver):
+    session = "sess-otel"
+    asyncio.run(produce(settings, "codex", session, records_from_file(str(CODEX_SHELL),
+                                                                      "capture")))
+    offline = subprocess.run([*CLI, "replay", "-p", "codex", "--format", "capture",
+                              "--session", session, str(CODEX_SHELL)],
+                             capture_output=True, check=True).stdout.splitlines()
+    # wait until the worker has published the whole session, then export it
+    assert len(read_topic(settings, CANONICAL_TOPIC, len(offline), key=session.encode(),
+                          worker=worker)) == len(offline)
+    # a long-running exporter: spans arrive while it runs; SIGTERM ends it cleanly
+    proc = subprocess.Popen([*OTEL_EXPORT, "--broker", settings.broker, "--session", session,
+                             "--endpoint", receiver.url], stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while len(receiver.spans()) < 2 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, stderr
+    assert f"exported to {receiver.url}/v1/traces, 0 dropped" in stderr
+    spans = receiver.spans()
+    assert sorted(s.name for s in spans) == ["execute_tool Bash", "invoke_agent codex"]
+    turn, tool = one(spans, "invoke_agent"), one(spans, "execute_tool")
+    t = attrs(turn)
+    assert t["gen_ai.conversation.id"] == session
+    assert (t["gen_ai.usage.input_tokens"], t["gen_ai.usage.output_tokens"]) == (2400, 80)
+    assert (tool.trace_id, tool.parent_span_id) == (turn.trace_id, turn.span_id)
+    assert turn.trace_id == trace_id_for(session, t["canonflow.turn.id"])
+    # no `t` in the capture: times are the records' broker timestamps
+    assert 0 < turn.start_time_unix_nano <= tool.start_time_unix_nano
+    assert tool.end_time_unix_nano <= turn.end_time_unix_nano
+    # the same events from a file give the same ids
+    from_file = build_spans(json.loads(line) for line in offline)
+    assert {(s.trace_id, s.span_id) for s in from_file} == {(s.trace_id, s.span_id)
+                                                            for s in spans}
+
+
+# ---- the pure half -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("usage, expected", [
+    # Claude / Amp: cache counts are not part of input_tokens, OTel's input includes them
+    ({"input_tokens": 100, "output_tokens": 7, "cache_read_input_tokens": 1000,
+      "cache_creation_input_tokens": 10}, (Tokens(1110, 7, 1000, 10), False)),
+    # codex exec / Gemini: cached input is already in input_tokens
+    ({"input_tokens": 100, "cached_input_tokens": 60, "output_tokens": 5},
+     (Tokens(100, 5, 60, None), False)),
+    ({"total_tokens": 3720, "input_tokens": 3600, "output_tokens": 120, "cached": 0,
+      "input": 3600}, (Tokens(3600, 120, 0, None), False)),
+    # Codex app-server: cumulative over the thread
+    ({"total": {"inputTokens": 2400, "cachedInputTokens": 0, "outputTokens": 80},
+      "last": {"inputTokens": 1200, "outputTokens": 40}}, (Tokens(2400, 80, 0, None), True)),
+    # OpenCode turn.completed and thread.token-usage.updated
+    ({"input": 1200, "output": 40, "reasoning": 0, "cacheRead": 300, "cacheWrite": 5},
+     (Tokens(1505, 40, 300, 5), False)),
+    ({"step": {"tokens": {"input": 9, "output": 9}},
+      "turn": {"input": 1200, "output": 40, "cacheRead": 0, "cacheWrite": 0}},
+     (Tokens(1200, 40, 0, 0), False)),
+    # ACP
+    ({"token_count": {"input_tokens": 1200, "output_tokens": 40}},
+     (Tokens(1200, 40, None, None), False)),
+    ({"used": 1200, "size": 200000, "cost": {"amount": 0.01}}, None),
+    ({"inputTokens": 3, "outputTokens": 4}, (Tokens(3, 4, None, None), False)),
+    (None, None),
+    ("12 tokens", None),
+])
+def test_usage_shapes_of_every_runtime(usage: Any, expected: Any):
+    assert usage_tokens(usage) == expected
+
+
+def _ev(seq: int, etype: str, payload: dict[str, Any], **ids: str) -> dict[str, Any]:
+    return {"type": etype, "sessionId": "s", "provider": "codex", "seq": seq,
+            "createdAt": f"2026-01-01T00:00:{seq:02d}.000Z", "payload": payload, **ids}
+
+
+def _codex_turn(n: int, seq: int, total_in: int, total_out: int) -> list[dict[str, Any]]:
+    usage = {"total": {"inputTokens": total_in, "outputTokens": total_out},
+             "last": {"inputTokens": 1, "outputTokens": 1}}
+    return [_ev(seq, "turn.started", {"model": "gpt-5.5"}, turnId=f"t{n}"),
+            _ev(seq + 1, "thread.token-usage.updated", {"usage": usage}, turnId=f"t{n}"),
+            _ev(seq + 2, "turn.completed", {"state": "completed", "usage": usage},
+                turnId=f"t{n}")]
+
+
+def test_codex_turns_get_their_share_of_the_cumulative_thread_usage():
+    spans = build_spans(_codex_turn(1, 1, 1000, 50) + _codex_turn(2, 4, 1800, 90))
+    got = [(s.attrs()["gen_ai.usage.input_tokens"], s.attrs()["gen_ai.usage.output_tokens"])
+           for s in spans]
+    assert got == [(1000, 50), (800, 40)]
+
+
+def test_late_events_do_not_reopen_a_finished_turn_and_open_ones_close_at_the_end():
+    events = [*_codex_turn(1, 1, 10, 1),
+              _ev(4, "thread.token-usage.updated", {"usage": {}}, turnId="t1"),
+              _ev(5, "turn.started", {}, turnId="t2"),
+              _ev(6, "item.started", {"itemType": "web_search", "toolName": "WebSearch"},
+                  turnId="t2", itemId="i1")]
+    assert [s.name for s in build_spans(events, close=False)] == ["invoke_agent codex"]
+    spans = build_spans(events)
+    assert [(s.name, s.attrs().get("canonflow.incomplete")) for s in spans] == [
+        ("invoke_agent codex", None), ("execute_tool WebSearch", True),
+        ("invoke_agent codex", True)]
+    assert spans[1].attrs()["gen_ai.tool.type"] == "extension"
+    assert spans[1].parent_span_id == spans[2].span_id
+
+
+def test_approvals_are_events_on_the_tool_span_they_gate():
+    events = [_ev(1, "turn.started", {}, turnId="t"),
+              _ev(2, "item.started", {"itemType": "command_execution", "toolName": "Bash"},
+                  turnId="t", itemId="i"),
+              _ev(3, "request.opened", {"requestType": "command_execution_approval",
+                                        "toolName": "Bash"},
+                  turnId="t", itemId="i", requestId="r"),
+              _ev(5, "request.resolved", {"requestType": "command_execution_approval",
+                                          "decision": "decline"},
+                  turnId="t", itemId="i", requestId="r"),
+              _ev(6, "item.completed", {"itemType": "command_execution", "toolName": "Bash",
+                                        "status": "declined"}, turnId="t", itemId="i"),
+              _ev(7, "turn.completed", {"state": "completed"}, turnId="t")]
+    tool, turn = build_spans(events)
+    assert [(e.name, dict(e.attributes).get("canonflow.request.decision")) for e in tool.events
+            ] == [("request.opened", None), ("request.resolved", "decline")]
+    assert dict(tool.events[1].attributes)["canonflow.request.wait_ms"] == 2000
+    assert tool.attrs()["error.type"] == "declined" and tool.status_code == 2
+    assert turn.events == () and turn.status_code == 0
+
+
+def test_traces_url_follows_the_otlp_exporter_environment():
+    assert traces_url(None, {}) == "http://127.0.0.1:4318/v1/traces"
+    assert traces_url("http://c:4318/", {}) == "http://c:4318/v1/traces"
+    assert traces_url(None, {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://e:1"}) == "http://e:1/v1/traces"
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://e:1",
+           "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://t:2/custom"}
+    assert traces_url(None, env) == "http://t:2/custom"
+    assert traces_url("http://cli:3", env) == "http://cli:3/v1/traces"
