@@ -231,8 +231,9 @@ def _on_error(state: ChatState, ev: Any, out: _Out) -> ChatState:
 
 def _on_turn_completed(state: ChatState, ev: Any, out: _Out) -> ChatState:
     p = ev.payload
-    final = state.last_text if state.last_text is not None else _v(p.resultText)
-    result = _v(p.resultText) if p.resultText is not UNSET else final
+    # the runtime's own final answer wins when it reports one (Claude's result)
+    final = _v(p.resultText) if p.resultText is not UNSET else state.last_text
+    result = final
     out.add(ChatDone, result=result, final_text=final, is_error=p.state != "completed",
             subtype=_SUBTYPES.get(p.state, p.state))
     return ChatState()

@@ -43,11 +43,14 @@ Invariants
   first differing character is emitted (`_advance`), so no new text is lost; the item's
   `text` on completion is always OpenCode's final text.
 * OpenCode trims the end of a text/reasoning part when it closes (`text-end`: trimEnd),
-  so the final snapshot can be shorter than the deltas sent. Trailing whitespace is
-  therefore held back until more text follows or the part closes: native deltas are
-  forwarded as they come except that a delta's trailing whitespace moves to the next one,
-  and for every part that closes normally the deltas add up exactly to its final text.
-  A part cut off (turn ended, message completed without time.end) flushes all it has.
+  so the final snapshot can be shorter than the deltas sent. On the v2 delta path
+  (`message.part.delta`) trailing whitespace is therefore held back until more text
+  follows or the part closes: deltas are forwarded as they come except that a delta's
+  trailing whitespace moves to the next one, and for every part that closes normally the
+  deltas add up exactly to its final text. Snapshots (`message.part.updated`, the 1.1.x
+  path) emit all their new text at once, trailing whitespace included, as seed 001's
+  saved translation does ("Fixture " then "complete."). A part cut off (turn ended,
+  message completed without time.end) flushes all it has.
 * The user's prompt is never assistant text: user text parts become a `user_message`
   item (started and completed at once, no deltas: seed 001).
 * Every item is started once and completed once. A closed part's id stays in a short
@@ -750,8 +753,9 @@ def _advance(state: State, out: Emitter, pid: str, part: Part, *, snapshot: str 
             common = len(_common_prefix(text[:sent], snapshot))
             text, sent = snapshot, min(sent, common)
     text += delta
-    # hold trailing whitespace back: OpenCode trims it when the part closes
-    limit = len(text) if final or forced else len(text.rstrip())
+    # on the delta path, hold trailing whitespace back: OpenCode trims it when the part
+    # closes; a snapshot's new text is emitted whole (seed 001)
+    limit = len(text) if final or forced or snapshot is not None else len(text.rstrip())
     stream = "reasoning_text" if part.kind == "reasoning" else "assistant_text"
     item = out.id("itm", pid)
     if limit > sent:
