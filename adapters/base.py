@@ -25,9 +25,9 @@ TypeError, AttributeError, ValueError) is reported as `MalformedRecord` too.
 from __future__ import annotations
 
 import hashlib
-from functools import lru_cache
 from collections.abc import Iterable
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any, Generic, Protocol, TypeVar
 
 import msgspec
@@ -35,10 +35,19 @@ from msgspec import UNSET, Struct, UnsetType
 
 from topics.canonical import (
     SCHEMA_VERSION,
+    ItemCompleted,
+    ItemPayload,
+    ItemStarted,
     ProviderRefs,
     RawSource,
     RuntimeWarningEvent,
     RuntimeWarningPayload,
+    SessionExited,
+    SessionExitedPayload,
+    ThreadStarted,
+    TurnCompleted,
+    TurnCompletedPayload,
+    TurnStarted,
     _Event,
 )
 from topics.records import Origin
@@ -69,19 +78,21 @@ def _digest(parts: tuple[str, ...], size: int) -> str:
 
 
 @lru_cache(maxsize=1 << 14)
-def _event_prefix(provider: str, session_id: str) -> str:
-    h = _digest((provider, session_id), 10)
+def _event_prefix(provider: str, session_id: str, epoch_ms: int) -> str:
+    h = _digest((provider, session_id, str(epoch_ms)), 10)
     return f"{h[:8]}-{h[8:12]}-8{h[13:16]}-{'89ab'[int(h[16], 16) & 3]}{h[17:20]}-"
 
 
-def event_id(provider: str, session_id: str, seq: int) -> str:
+def event_id(provider: str, session_id: str, seq: int, epoch_ms: int = 0) -> str:
     """The eventId of the `seq`-th event of a session: UUID-shaped (version 8), a hash
-    of (provider, session) followed by `seq` in its last 12 hex digits.
+    of (provider, session, epoch) followed by `seq` in its last 12 hex digits.
 
-    The same (provider, session, seq) always gives the same id, so a consumer can
-    drop the duplicates a crash or a replay produces; one session's ids sort by seq.
+    The same input always gives the same ids, so a consumer can drop the duplicates a
+    crash or a replay produces; one session's ids sort by seq. `epoch_ms` is the time
+    of the session state's first record: a session closed for idleness and started
+    again later gets new ids, never the ids of its first life.
     """
-    return f"{_event_prefix(provider, session_id)}{seq:012x}"
+    return f"{_event_prefix(provider, session_id, epoch_ms)}{seq:012x}"
 
 
 @lru_cache(maxsize=1 << 16)
@@ -113,12 +124,21 @@ class Session(Struct, Generic[S], frozen=True, kw_only=True):
     """Per-session bookkeeping shared by every provider, around the adapter state.
 
     `watermark` is the last source position applied (Kafka offset, or line number
-    in replay): a record at or below it is a redelivery and changes nothing.
+    in replay) and `partition` its partition: a record at or below the watermark is a
+    redelivery and changes nothing. `epochMs` is the time of the first record (see
+    event_id). `thread`, `turn` and `open` follow the events emitted (the open turn,
+    open items by id with their type), so a session can be closed without knowing
+    its runtime (close_session).
     """
 
     seq: int = 0
     watermark: int = -1
+    partition: int = -1
     clockMs: int = 0
+    epochMs: int = -1
+    thread: str | None = None
+    turn: str | None = None
+    open: dict[str, str] = {}
     state: S
 
 
@@ -138,15 +158,16 @@ class Emitter:
     """Collects the canonical events of one session's record and stamps their envelope."""
 
     __slots__ = (
-        "provider", "session_id", "seq", "clock_ms", "_created", "include_raw", "raw_source",
-        "events", "_message", "native_type",
+        "provider", "session_id", "seq", "epoch_ms", "clock_ms", "_created", "include_raw",
+        "raw_source", "events", "_message", "native_type",
     )
 
     def __init__(self, provider: str, session_id: str, seq: int, clock_ms: int,
-                 include_raw: bool, raw_source: str):
+                 include_raw: bool, raw_source: str, epoch_ms: int = 0):
         self.provider = provider
         self.session_id = session_id
         self.seq = seq
+        self.epoch_ms = epoch_ms
         self.clock_ms = clock_ms
         self._created: str | None = None  # createdAt of clock_ms, formatted when first needed
         self.include_raw = include_raw
@@ -196,7 +217,7 @@ class Emitter:
         self.events.append(
             cls(  # type: ignore[call-arg]  # `payload` is declared on each subclass
                 schemaVersion=SCHEMA_VERSION,
-                eventId=event_id(self.provider, self.session_id, self.seq),
+                eventId=event_id(self.provider, self.session_id, self.seq, self.epoch_ms),
                 seq=self.seq,
                 provider=self.provider,
                 sessionId=self.session_id,
@@ -290,6 +311,7 @@ def translate_record(
     lines: Iterable[Line],
     *,
     offset: int,
+    partition: int = -1,
     include_raw: bool = False,
 ) -> tuple[Session[S], list[_Event], list[LineFailure]]:
     """Feed one raw record (its native lines, in order) through `translator`.
@@ -300,9 +322,13 @@ def translate_record(
     """
     if offset <= session.watermark:
         return session, [], []
+    epoch = session.epochMs
+    if epoch < 0:
+        first = next((ln.time_ms for ln in lines if ln.time_ms is not None), None)
+        epoch = first if first is not None else session.clockMs
     state = session.state
     out = Emitter(translator.provider, session_id, session.seq, session.clockMs, include_raw,
-                  translator.raw_source)
+                  translator.raw_source, epoch)
     translate = translator.translate
     failures: list[LineFailure] = []
     for n, line in enumerate(lines):
@@ -325,11 +351,65 @@ def translate_record(
             del out.events[mark:]
             out.seq = seq
             failures.append(LineFailure(n, line.data, e))
+    thread, turn, open_items = _follow(session, out.events)
+    if session.epochMs < 0 and not out.events:
+        epoch = -1  # the epoch is the time of the first record that gave events
     return (
-        Session(seq=out.seq, watermark=offset, clockMs=out.clock_ms, state=state),
+        Session(seq=out.seq, watermark=offset, partition=partition, clockMs=out.clock_ms,
+                epochMs=epoch, thread=thread, turn=turn, open=open_items, state=state),
         out.events,
         failures,
     )
+
+
+def _follow(session: Session[Any], events: list[_Event]
+            ) -> tuple[str | None, str | None, dict[str, str]]:
+    """The open thread, turn and items after `events` (for close_session)."""
+    thread, turn, open_items = session.thread, session.turn, session.open
+    copied = False
+    for ev in events:
+        kind = type(ev)
+        if kind is ItemStarted or kind is ItemCompleted:
+            if not copied:
+                open_items, copied = dict(open_items), True
+            item = ev.itemId
+            if not isinstance(item, str):
+                continue
+            if kind is ItemStarted:
+                open_items[item] = ev.payload.itemType  # type: ignore[attr-defined]
+            else:
+                open_items.pop(item, None)
+        elif kind is TurnStarted:
+            turn = ev.turnId if isinstance(ev.turnId, str) else turn
+            thread = ev.threadId if isinstance(ev.threadId, str) else thread
+        elif kind is TurnCompleted:
+            turn = None
+        elif kind is ThreadStarted and isinstance(ev.threadId, str):
+            thread = ev.threadId
+    return thread, turn, open_items
+
+
+def close_session(translator: Translator[Any], session: Session[Any], session_id: str, *,
+                  time_ms: int, reason: str = "idle") -> list[_Event]:
+    """Synthetic events that close a session nobody will continue: every open item
+    completed as failed, the open turn completed as interrupted, then session.exited.
+    The caller then forgets the session's state (no consumer waits forever)."""
+    out = Emitter(translator.provider, session_id, session.seq, time_ms, False,
+                  translator.raw_source, max(session.epochMs, 0))
+    thread = session.thread or UNSET
+    turn = session.turn or UNSET
+    detail = f"closed by canonflow: session {reason}"
+    for item_id, item_type in session.open.items():
+        out.emit(ItemCompleted, ItemPayload(itemType=item_type, status="failed",  # type: ignore[arg-type]
+                                            detail=detail),
+                 synthetic=True, thread=thread, turn=turn, item=item_id)
+    if session.turn is not None:
+        out.emit(TurnCompleted, TurnCompletedPayload(state="interrupted", errorMessage=detail),
+                 synthetic=True, thread=thread, turn=turn)
+    out.emit(SessionExited, SessionExitedPayload(reason=reason, recoverable=True,
+                                                 exitKind="graceful"),
+             synthetic=True, thread=thread)
+    return out.events
 
 
 def split_lines(value: bytes) -> list[bytes]:

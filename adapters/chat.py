@@ -26,7 +26,7 @@ from typing import Any
 from msgspec import UNSET, Struct
 from msgspec.structs import replace
 
-from adapters.base import Session, event_id
+from adapters.base import Session
 from topics.canonical import TOOL_ITEM_TYPES
 from topics.chat import (
     ChatApproval,
@@ -75,18 +75,21 @@ def _v(value: Any) -> Any:
 class _Out:
     """Stamps chat records with the session's envelope."""
 
-    __slots__ = ("session_id", "provider", "seq", "source", "turn", "records")
+    __slots__ = ("session_id", "provider", "seq", "source", "turn", "records", "_k")
 
     def __init__(self, ev: Any, seq: int):
         self.session_id, self.provider, self.seq = ev.sessionId, ev.provider, seq
         self.source, self.turn = ev.eventId, _v(ev.turnId)
         self.records: list[ChatRecord] = []
+        self._k = 0
 
     def add(self, cls: type[Any], **fields: Any) -> None:
+        # the id names the canonical event the record came from (unique, deterministic)
         self.seq += 1
+        self._k += 1
         self.records.append(cls(
             session_id=self.session_id, provider=self.provider, seq=self.seq,
-            event_id=event_id(f"chat:{self.provider}", self.session_id, self.seq),
+            event_id=f"{self.source}.{self._k}",
             source_event_id=self.source, turn_id=self.turn, **fields))
 
 

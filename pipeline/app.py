@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
 import faust
@@ -96,8 +97,10 @@ def _add_normalizer(app: faust.App, settings: Settings, provider: str,
                       key_type=bytes, value_type=bytes, default=None)
     step = Normalizer(provider, include_raw=settings.include_raw,
                       max_record_bytes=settings.max_record_bytes)
-    _add_batched_agent(app, settings, f"normalize.{provider}", source, table, step,
-                       CANONICAL_TOPIC, sink)
+    name = f"normalize.{provider}"
+    sessions = _add_batched_agent(app, settings, name, source, table, step, CANONICAL_TOPIC,
+                                  sink)
+    _add_idle_expiry(app, settings, name, table, step, sessions, sink)
 
 
 def _add_chat(app: faust.App, settings: Settings, canonical: faust.TopicT,
@@ -147,9 +150,29 @@ class OutputProducer:
             await producer.stop()  # flushes what is still buffered
 
 
+class _Sessions:
+    """What an agent shares with its idle-session scan: the lock that keeps them from
+    interleaving on one table, and when each local session last had a record."""
+
+    def __init__(self) -> None:
+        self.lock = asyncio.Lock()
+        self.last_seen: dict[bytes, float] = {}
+
+
+def _store(table: Any, key: bytes, partition: int, value: bytes | None) -> None:
+    """Write (or, for None, delete with a changelog tombstone) one table entry in the
+    changelog partition of the records it came from."""
+    if value is None:
+        table.data.pop(key, None)
+        table.send_changelog(partition, key, None, value_serializer="raw")
+    else:
+        table.data[key] = value
+        table.send_changelog(partition, key, value)
+
+
 def _add_batched_agent(app: faust.App, settings: Settings, name: str, source: faust.TopicT,
                        table: Any, step: Normalizer | ChatProjector, out_topic: str,
-                       sink: OutputProducer) -> None:
+                       sink: OutputProducer) -> _Sessions:
     """An agent that runs `step` over batches of records.
 
     Per batch: each record is processed in order, reading its session's state from
@@ -160,42 +183,102 @@ def _add_batched_agent(app: faust.App, settings: Settings, name: str, source: fa
     in the changelog partition of the records it came from (STATE NEVER AHEAD OF
     WHAT WAS PUBLISHED: see pipeline.normalize).
     """
+    sessions = _Sessions()
 
     async def run(stream: faust.StreamT) -> None:
         producer = await sink.get()
         async for events in stream.take_events(settings.batch_max, settings.batch_within):
-            states: dict[bytes, tuple[int, bytes]] = {}
-            pending = []
-            for event in events:
-                msg, key, value = event.message, event.key, event.value
-                ts = msg.timestamp
-                try:
-                    stored = (states[key][1] if key in states else table.get(key)
-                              ) if key is not None else None
-                    out = step.process(stored, key, value, partition=msg.partition,
-                                       offset=msg.offset,
-                                       timestamp_ms=int(ts * 1000) if ts else None,
-                                       headers=event.headers)
-                except Exception as e:  # a bug must not stop the worker: keep the record
-                    log.exception("%s failed on %s[%s]@%s", name, msg.topic, msg.partition,
-                                  msg.offset)
-                    out = internal_error(step, e, key, value, partition=msg.partition,
-                                         offset=msg.offset)
-                ts_ms = int(ts * 1000) if ts else None
-                for v in out.records:
-                    pending.append(await producer.send(out_topic, v, key=key,
-                                                       partition=msg.partition,
-                                                       timestamp_ms=ts_ms))
-                for v in out.deadletters:
-                    pending.append(await producer.send(DEADLETTER_TOPIC, v, key=key,
-                                                       partition=msg.partition,
-                                                       timestamp_ms=ts_ms))
-                if out.state is not None and key is not None:
-                    states[key] = (msg.partition, out.state)
-            if pending:
-                await asyncio.gather(*pending)
-            for key, (partition, value) in states.items():
-                table.data[key] = value
-                table.send_changelog(partition, key, value)
+            async with sessions.lock:
+                await _run_batch(events, producer)
+
+    async def _run_batch(events: Any, producer: Any) -> None:
+        states: dict[bytes, tuple[int, bytes | None]] = {}
+        pending = []
+        for event in events:
+            msg, key, value = event.message, event.key, event.value
+            ts = msg.timestamp
+            try:
+                stored = (states[key][1] if key in states else table.get(key)
+                          ) if key is not None else None
+                out = step.process(stored, key, value, partition=msg.partition,
+                                   offset=msg.offset,
+                                   timestamp_ms=int(ts * 1000) if ts else None,
+                                   headers=event.headers)
+            except Exception as e:  # a bug must not stop the worker: keep the record
+                log.exception("%s failed on %s[%s]@%s", name, msg.topic, msg.partition,
+                              msg.offset)
+                out = internal_error(step, e, key, value, partition=msg.partition,
+                                     offset=msg.offset)
+            ts_ms = int(ts * 1000) if ts else None
+            for v in out.records:
+                pending.append(await producer.send(out_topic, v, key=key,
+                                                   partition=msg.partition,
+                                                   timestamp_ms=ts_ms))
+            for v in out.deadletters:
+                pending.append(await producer.send(DEADLETTER_TOPIC, v, key=key,
+                                                   partition=msg.partition,
+                                                   timestamp_ms=ts_ms))
+            if key is not None and (out.state is not None or out.delete):
+                states[key] = (msg.partition, out.state)
+        if pending:
+            await asyncio.gather(*pending)
+        now = time.monotonic()
+        for key, (partition, state) in states.items():
+            _store(table, key, partition, state)
+            if state is None:
+                sessions.last_seen.pop(key, None)
+            else:
+                sessions.last_seen[key] = now
 
     app.agent(source, name=name)(run)
+    return sessions
+
+
+def _add_idle_expiry(app: faust.App, settings: Settings, name: str, table: Any,
+                     step: Normalizer, sessions: _Sessions, sink: OutputProducer) -> None:
+    """Close sessions without a record for settings.idle_timeout seconds, so that no
+    consumer waits forever on a turn that will never end, and remove their state.
+
+    Idleness is measured on this worker's clock since the session's last record here;
+    a session this worker only recovered from the changelog counts from the first
+    scan that sees it."""
+
+    async def scan() -> None:
+        now = time.monotonic()
+        cutoff = now - settings.idle_timeout
+        async with sessions.lock:
+            live = set(table.data.keys())
+            for key in [k for k in sessions.last_seen if k not in live]:
+                del sessions.last_seen[key]  # moved away in a rebalance
+            idle = []
+            for key in live:
+                seen = sessions.last_seen.setdefault(key, now)
+                if seen <= cutoff:
+                    idle.append(key)
+            if not idle:
+                return
+            producer = await sink.get()
+            now_ms = int(time.time() * 1000)
+            closed, pending = [], []
+            for key in idle:
+                stored = table.data.get(key)
+                if stored is None:
+                    continue
+                try:
+                    partition, out = step.expire(stored, key, now_ms=now_ms)
+                except Exception:  # an unreadable state is left alone, and said so
+                    log.exception("%s: cannot close idle session %r", name, key)
+                    continue
+                for v in out.records:
+                    pending.append(await producer.send(CANONICAL_TOPIC, v, key=key,
+                                                       partition=partition,
+                                                       timestamp_ms=now_ms))
+                closed.append((key, partition))
+            if pending:
+                await asyncio.gather(*pending)
+            for key, partition in closed:
+                _store(table, key, partition, None)
+                sessions.last_seen.pop(key, None)
+            log.info("%s: closed %d idle session(s)", name, len(closed))
+
+    app.timer(settings.idle_scan_interval, name=f"{name}.idle")(scan)

@@ -18,8 +18,9 @@ import msgspec
 from msgspec import UNSET
 
 from adapters import Line, Session, Translator, get, new_session, split_lines, translate_record
+from adapters.base import close_session
 from adapters.chat import ChatState, new_chat_session, project_event
-from topics.canonical import decode_event, encode_event
+from topics.canonical import SessionExited, decode_event, encode_event
 from topics.catalog import CANONICAL_TOPIC, raw_topic
 from topics.chat import encode_chat
 from topics.records import HEADER_ORIGIN, HEADER_TIME, DeadLetter, Origin, encode_deadletter
@@ -28,11 +29,13 @@ from topics.records import HEADER_ORIGIN, HEADER_TIME, DeadLetter, Origin, encod
 class Output(msgspec.Struct, frozen=True):
     """What one input record produced: the encoded output records (canonical events,
     or chat records), dead letters, and the new session state. `state` is None when
-    the record changed nothing (a redelivery, or a record dead-lettered whole)."""
+    the record changed nothing (a redelivery, or a record dead-lettered whole);
+    `delete` says the session is over and its state must be removed."""
 
     state: bytes | None
     records: list[bytes]
     deadletters: list[bytes]
+    delete: bool = False
 
 
 def parse_headers(headers: Any) -> tuple[Origin, int | None]:
@@ -68,6 +71,21 @@ class Normalizer:
 
     def decode_state(self, stored: bytes | None) -> Session[Any]:
         return self._decode_state(stored) if stored else new_session(self.translator)
+
+    def idle_since(self, stored: bytes) -> tuple[int, int]:
+        """(partition, time ms of the last record) of a stored session."""
+        session = self._decode_state(stored)
+        return session.partition, session.clockMs
+
+    def expire(self, stored: bytes, key: bytes, *, now_ms: int, reason: str = "idle"
+               ) -> tuple[int, Output]:
+        """Close a stored session nobody continues: (its partition, the synthetic
+        closing events, delete=True)."""
+        session = self._decode_state(stored)
+        events = close_session(self.translator, session, key.decode("utf-8", "replace"),
+                               time_ms=now_ms, reason=reason)
+        return session.partition, Output(None, [encode_event(e) for e in events], [],
+                                         delete=True)
 
     def process(self, stored: bytes | None, key: bytes | None, value: bytes | None, *,
                 partition: int, offset: int, timestamp_ms: int | None = None,
@@ -105,7 +123,7 @@ class Normalizer:
                                           "StateError", value)])
         lines = [Line(data, origin, time_ms) for data in split_lines(value)]
         new, events, failures = translate_record(
-            self.translator, session, session_id, lines, offset=offset,
+            self.translator, session, session_id, lines, offset=offset, partition=partition,
             include_raw=self.include_raw)
         if new is session:
             return Output(None, [], [])
@@ -142,6 +160,8 @@ class ChatProjector:
         new, records = project_event(session, event, offset=offset)
         if new is session:
             return Output(None, [], [])
+        if isinstance(event, SessionExited):  # the session is over: forget its chat state
+            return Output(None, [encode_chat(r) for r in records], [], delete=True)
         return Output(self._encode_state(new), [encode_chat(r) for r in records], [])
 
 

@@ -31,6 +31,11 @@ class Settings(Struct, frozen=True, kw_only=True):
     chat_enabled: bool = True
     #: Copy each native message into the `raw` field of its canonical events.
     include_raw: bool = False
+    #: Sessions without a record for this many seconds are closed (synthetic
+    #: turn.completed(interrupted) and session.exited) and their state is removed;
+    #: the scan runs every idle_scan_interval seconds.
+    idle_timeout: float = 4 * 3600.0
+    idle_scan_interval: float = 60.0
     #: Records per agent batch, and how long (seconds) a batch waits to fill.
     batch_max: int = 500
     batch_within: float = 0.01

@@ -29,22 +29,29 @@ def msgspec_encode(event) -> bytes:  # noqa: ANN001
     return encode_event(event)
 
 
-def _without_time(events: list[dict]) -> list[dict]:
-    return [{k: v for k, v in e.items() if k != "createdAt"} for e in events]
+def timed(path: Path, tmp_path: Path) -> Path:
+    """A copy of a capture whose lines carry capture times (`t`), so the worker (which
+    reads them from the `t` header) and replay see the same times and give the same
+    events, eventIds and createdAt included."""
+    out = tmp_path / path.name
+    lines = [json.loads(x) for x in path.read_bytes().splitlines() if x.strip()]
+    out.write_text("".join(json.dumps({**x, "t": 1_764_000_000_000 + 10 * i}) + "\n"
+                           for i, x in enumerate(lines)))
+    return out
 
 
-def test_worker_translates_a_real_capture_exactly_as_replay_does(settings, worker):
-    path = CAPTURED / "codex-exec" / "codex-exec__reasoning.capture.jsonl"
+def test_worker_translates_a_real_capture_exactly_as_replay_does(settings, worker, tmp_path):
+    path = timed(CAPTURED / "codex-exec" / "codex-exec__reasoning.capture.jsonl", tmp_path)
     expected = _offline("codex-exec", "sess-real", path)
     asyncio.run(produce(settings, "codex-exec", "sess-real",
                         records_from_file(str(path), "capture")))
     got = decoded(read_topic(settings, CANONICAL_TOPIC, len(expected), key=b"sess-real",
                                 worker=worker))
-    assert _without_time(got) == _without_time(expected)
+    assert got == expected
 
 
-def test_batched_records_and_garbage_go_to_their_topics(settings, worker):
-    path = CAPTURED / "codex-exec" / "codex-exec__tool_shell.capture.jsonl"
+def test_batched_records_and_garbage_go_to_their_topics(settings, worker, tmp_path):
+    path = timed(CAPTURED / "codex-exec" / "codex-exec__tool_shell.capture.jsonl", tmp_path)
     expected = _offline("codex-exec", "sess-batch", path)
     records = records_from_file(str(path), "capture", batch=50)
     assert len(records) == 1
@@ -52,20 +59,21 @@ def test_batched_records_and_garbage_go_to_their_topics(settings, worker):
     asyncio.run(produce(settings, "codex-exec", "sess-batch", [garbage, *records]))
     got = decoded(read_topic(settings, CANONICAL_TOPIC, len(expected), key=b"sess-batch",
                                 worker=worker))
-    assert _without_time(got) == _without_time(expected)
+    # one record carries one capture time (its `t` header) for all of its lines
+    assert [{**e, "createdAt": None} for e in got] == [{**e, "createdAt": None} for e in expected]
     [dead] = read_topic(settings, DEADLETTER_TOPIC, 1, key=b"sess-batch")
     dl = decode_deadletter(dead.value)
     assert (dl.value, dl.topic, dl.provider, dl.errorClass) == (
         b"\x00\x01 definitely not json", "agents.raw.codex-exec", "codex-exec", "MalformedRecord")
 
 
-def test_chat_projection_reads_back_from_the_chat_topic(settings, worker):
+def test_chat_projection_reads_back_from_the_chat_topic(settings, worker, tmp_path):
     from pipeline.replay import ChatView
     from topics.canonical import decode_event
     from topics.catalog import CHAT_TOPIC
     from topics.chat import encode_chat
 
-    path = CAPTURED / "codex-exec" / "codex-exec__tool_shell.capture.jsonl"
+    path = timed(CAPTURED / "codex-exec" / "codex-exec__tool_shell.capture.jsonl", tmp_path)
     view = ChatView()
     expected = [json.loads(encode_chat(r)) for e in _offline("codex-exec", "sess-chat", path)
                 for r in view.feed(decode_event(json.dumps(e)))]
