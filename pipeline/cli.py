@@ -296,9 +296,11 @@ def _add_commands() -> None:
     """Commands that live in their own modules (their heavy imports stay inside them)."""
     from pipeline.manifests import topics_manifest
     from pipeline.otel import otel_export
+    from pipeline.ui import ui
 
     topics.add_command(topics_manifest)
     main.add_command(otel_export)
+    main.add_command(ui)
 
 
 _add_commands()

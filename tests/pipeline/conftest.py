@@ -68,3 +68,14 @@ def read_topic(settings: Settings, topic: str, want: int, *, key: bytes | None =
 
 def decoded(records: list[Any]) -> list[dict[str, Any]]:
     return [json.loads(r.value) for r in records]
+
+
+def timed(path: Path, tmp_path: Path) -> Path:
+    """A copy of a capture whose lines carry capture times (`t`), so the worker (which
+    reads them from the `t` header) and replay see the same times and give the same
+    events, eventIds and createdAt included."""
+    out = tmp_path / path.name
+    lines = [json.loads(x) for x in path.read_bytes().splitlines() if x.strip()]
+    out.write_text("".join(json.dumps({**x, "t": 1_764_000_000_000 + 10 * i}) + "\n"
+                           for i, x in enumerate(lines)))
+    return out

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pipeline.kafka_io import RawRecord, produce, records_from_file
 from pipeline.replay import Replayer, iter_lines
-from tests.pipeline.conftest import decoded, read_topic
+from tests.pipeline.conftest import decoded, read_topic, timed
 from topics.catalog import CANONICAL_TOPIC, DEADLETTER_TOPIC
 from topics.records import decode_deadletter
 
@@ -27,17 +27,6 @@ def msgspec_encode(event) -> bytes:  # noqa: ANN001
     from topics.canonical import encode_event
 
     return encode_event(event)
-
-
-def timed(path: Path, tmp_path: Path) -> Path:
-    """A copy of a capture whose lines carry capture times (`t`), so the worker (which
-    reads them from the `t` header) and replay see the same times and give the same
-    events, eventIds and createdAt included."""
-    out = tmp_path / path.name
-    lines = [json.loads(x) for x in path.read_bytes().splitlines() if x.strip()]
-    out.write_text("".join(json.dumps({**x, "t": 1_764_000_000_000 + 10 * i}) + "\n"
-                           for i, x in enumerate(lines)))
-    return out
 
 
 def test_worker_translates_a_real_capture_exactly_as_replay_does(settings, worker, tmp_path):
