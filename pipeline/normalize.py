@@ -20,6 +20,7 @@ from msgspec import UNSET
 from adapters import Line, Session, Translator, get, new_session, split_lines, translate_record
 from adapters.base import close_session
 from adapters.chat import ChatState, new_chat_session, project_event
+from pipeline.redact import Redactor
 from topics.canonical import SessionExited, decode_event, encode_event
 from topics.catalog import CANONICAL_TOPIC, raw_topic
 from topics.chat import encode_chat
@@ -60,8 +61,11 @@ class Normalizer:
     """The translation step of one provider's normalize agent."""
 
     def __init__(self, provider: str, *, include_raw: bool = False,
-                 max_record_bytes: int = 1024 * 1024):
+                 max_record_bytes: int = 1024 * 1024, redactor: Redactor | None = None):
         self.provider = provider
+        self.redactor = redactor if redactor is not None else Redactor.from_env()
+        self._encode = (lambda e: self.redactor.apply(encode_event(e))) \
+            if self.redactor.active else encode_event
         self.topic = raw_topic(provider)
         self.translator: Translator[Any] = get(provider)
         self.include_raw = include_raw
@@ -84,7 +88,7 @@ class Normalizer:
         session = self._decode_state(stored)
         events = close_session(self.translator, session, key.decode("utf-8", "replace"),
                                time_ms=now_ms, reason=reason)
-        return session.partition, Output(None, [encode_event(e) for e in events], [],
+        return session.partition, Output(None, [self._encode(e) for e in events], [],
                                          delete=True)
 
     def process(self, stored: bytes | None, key: bytes | None, value: bytes | None, *,
@@ -129,7 +133,7 @@ class Normalizer:
             return Output(None, [], [])
         return Output(
             self._encode_state(new),
-            [encode_event(e) for e in events],
+            [self._encode(e) for e in events],
             [dead(str(f.error), type(f.error).__name__, f.data, f.line) for f in failures],
         )
 
