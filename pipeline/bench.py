@@ -361,8 +361,9 @@ class E2E(msgspec.Struct):
 
 
 def run_canonflow(settings: Settings, sessions: list[Session], batch: int,
-                  expected: dict[str, list[bytes]], timeout: float) -> E2E:
-    """Native messages/s from raw topics to agents.canonical, checked event by event."""
+                  expected: dict[str, list[bytes]], timeout: float, workers: int = 1) -> E2E:
+    """Native messages/s from raw topics to agents.canonical, checked event by event
+    (with `workers` worker processes in one consumer group: their combined rate)."""
     broker, live = _fresh_broker(settings)
     log = tempfile.NamedTemporaryFile(prefix="canonflow-bench-", suffix=".log", delete=False)
     log.close()
@@ -373,14 +374,16 @@ def run_canonflow(settings: Settings, sessions: list[Session], batch: int,
         items = interleaved(sessions, batch, lambda s: raw_topic(s.provider))
         asyncio.run(_produce_all(live, items))
         want = sum(len(v) for v in expected.values())
-        worker = WorkerProcess(live, log_path=log.name).start()
+        procs = [WorkerProcess(live.replace(data_dir=f"{live.data_dir}-{i}"),
+                               log_path=log.name).start() for i in range(workers)]
         try:
             observed = asyncio.run(_observe(live, [CANONICAL_TOPIC], want, timeout,
-                                            alive=worker.alive))
-            rss = _rss_mb(worker.pid)
+                                            alive=lambda: all(w.alive() for w in procs)))
+            rss = max(_rss_mb(w.pid) for w in procs)
             chat = asyncio.run(_observe(live, [CHAT_TOPIC], 1, 5.0))
         finally:
-            worker.stop()
+            for w in procs:
+                w.stop()
         _verify(observed.records, expected, log.name)
         entries, table_bytes, changelog_bytes = asyncio.run(_changelogs(live))
         return E2E(rate=n_messages(sessions) / observed.span, events=len(observed.records),
@@ -459,28 +462,98 @@ async def _changelogs(settings: Settings) -> tuple[int, int, int]:
 
 
 # ---------------------------------------------------------------------------
+# Table recovery
+# ---------------------------------------------------------------------------
+
+
+def _ready_seconds(live: Settings, log_path: str, timeout: float) -> float:
+    """Seconds from a worker's start until it logs that it is ready (recovery done)."""
+    worker = WorkerProcess(live.replace(log_level="info"), log_path=log_path)
+    start = time.monotonic()
+    worker.start()
+    try:
+        while time.monotonic() - start < timeout and worker.alive():
+            with open(log_path, "rb") as fh:
+                if b"Worker]: Ready" in fh.read():
+                    return time.monotonic() - start
+            time.sleep(0.05)
+        raise BenchError(f"the worker was not ready within {timeout:.0f} s (log {log_path})")
+    finally:
+        worker.stop()
+
+
+async def _create_compacted(settings: Settings, name: str) -> None:
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    from pipeline.admin import kafka_client_kwargs
+
+    admin = AIOKafkaAdminClient(**kafka_client_kwargs(settings))
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(name, settings.partitions, settings.replication,
+                                            topic_configs={"cleanup.policy": "compact"})])
+    finally:
+        await admin.close()
+
+
+def measure_recovery(settings: Settings, sessions: int, timeout: float) -> dict[str, float]:
+    """Start-up time of a worker whose session table holds `sessions` entries, against
+    the same worker with an empty table: the difference is the table recovery."""
+    from pipeline.normalize import Normalizer
+
+    n = Normalizer("codex-exec")
+    state = n.process(None, b"s", b'{"type":"thread.started","thread_id":"t"}\n'
+                      b'{"type":"turn.started"}', partition=0, offset=0).state
+    assert state is not None
+    results: dict[str, float] = {}
+    for label, count in (("empty", 0), ("full", sessions)):
+        broker, live = _fresh_broker(settings)
+        try:
+            live = live.replace(app_id=f"bench-recovery-{label}", providers=("codex-exec",),
+                                chat_enabled=False, web_enabled=False,
+                                data_dir=tempfile.mkdtemp(prefix="canonflow-bench-"))
+            ensure_topics(live)
+            changelog = f"{live.app_id}-sessions.codex-exec-changelog"
+            asyncio.run(_create_compacted(live, changelog))
+            asyncio.run(_produce_all(live, [
+                (changelog, f"recovered-{i}".encode(), RawRecord(state, "agent", None))
+                for i in range(count)]))
+            log = tempfile.NamedTemporaryFile(prefix="canonflow-bench-recovery-", suffix=".log",
+                                              delete=False)
+            log.close()
+            results[label] = _ready_seconds(live, log.name, timeout)
+        finally:
+            if broker:
+                broker.stop()
+    return {"sessions": float(sessions), "ready_empty_s": results["empty"],
+            "ready_full_s": results["full"],
+            "recovery_s_per_100k": (results["full"] - results["empty"]) * 100_000 / sessions}
+
+
+# ---------------------------------------------------------------------------
 # The report
 # ---------------------------------------------------------------------------
 
 
 def run_bench(settings: Settings, *, messages: int, repeat: int, batch: int,
-              fixtures: Path | None, timeout: float, say: Callable[[str], None]
-              ) -> dict[str, Any]:
+              fixtures: Path | None, timeout: float, say: Callable[[str], None],
+              recovery_sessions: int = 100_000) -> dict[str, Any]:
     sessions = build_workload(fixtures or default_fixtures(), messages)
     n = n_messages(sessions)
     say(f"workload: {n} native messages in {len(sessions)} sessions "
         f"({len({s.provider for s in sessions})} providers)")
     expected = expected_events(sessions)
     runs: dict[str, list[float]] = {}
-    e2e: dict[str, list[E2E]] = {"single": [], "batched": []}
+    e2e: dict[str, list[E2E]] = {"single": [], "batched": [], "two_workers": []}
     core = [bench_adapters(sessions) for _ in range(repeat)]
     for i in range(repeat):
         for kind in ("aiokafka", "faust"):
             rate = run_passthrough(kind, settings, sessions, 1, timeout)
             runs.setdefault(kind, []).append(rate)
             say(f"run {i + 1}/{repeat}: {kind} passthrough {rate:,.0f} msg/s")
-        for label, b in (("single", 1), ("batched", batch)):
-            r = run_canonflow(settings, sessions, b, expected, timeout)
+        for label, b, workers in (("single", 1, 1), ("batched", batch, 1),
+                                  ("two_workers", batch, 2)):
+            r = run_canonflow(settings, sessions, b, expected, timeout, workers=workers)
             e2e[label].append(r)
             say(f"run {i + 1}/{repeat}: canonflow {label} {r.rate:,.0f} msg/s "
                 f"({r.events} events verified)")
@@ -493,6 +566,7 @@ def run_bench(settings: Settings, *, messages: int, repeat: int, batch: int,
         "faust_passthrough_msgs_per_s": med(runs["faust"]),
         "canonflow_single_msgs_per_s": med(r.rate for r in e2e["single"]),
         "canonflow_batched_msgs_per_s": med(r.rate for r in e2e["batched"]),
+        "canonflow_two_workers_msgs_per_s": med(r.rate for r in e2e["two_workers"]),
     }
     last = e2e["batched"][-1]
     single_last = e2e["single"][-1]
@@ -511,6 +585,9 @@ def run_bench(settings: Settings, *, messages: int, repeat: int, batch: int,
         "changelog_bytes_per_native_message_batched": last.changelog_bytes / n,
         "native_bytes_per_message": native_bytes / n,
     }
+    if recovery_sessions:
+        say(f"table recovery: {recovery_sessions} sessions")
+        result["recovery"] = measure_recovery(settings, recovery_sessions, timeout)
     return result
 
 
@@ -532,6 +609,7 @@ def format_report(r: dict[str, Any]) -> str:
         f"  (4) canonflow, 1 message/record      {r['canonflow_single_msgs_per_s']:>12,.0f}",
         f"  (4) canonflow, {w['batch']} messages/record    "
         f"{r['canonflow_batched_msgs_per_s']:>12,.0f}",
+        f"  (4) same, two workers in one group   {r['canonflow_two_workers_msgs_per_s']:>12,.0f}",
         "",
         f"ratio (4 batched)/(2) = {r['ratios']['batched_vs_aiokafka']:.2f}   "
         f"ratio (4 single)/(3) = {r['ratios']['single_vs_faust']:.2f}",
@@ -540,4 +618,11 @@ def format_report(r: dict[str, Any]) -> str:
     ]
     for k, v in r["memory"].items():
         lines.append(f"  {k:<44} {v:>12,.1f}")
+    if "recovery" in r:
+        rec = r["recovery"]
+        lines += ["", f"table recovery ({rec['sessions']:,.0f} sessions in the changelog)",
+                  f"  worker ready, empty table                    {rec['ready_empty_s']:>9.1f} s",
+                  f"  worker ready, full table                     {rec['ready_full_s']:>9.1f} s",
+                  f"  recovery time per 100k sessions              "
+                  f"{rec['recovery_s_per_100k']:>9.1f} s"]
     return "\n".join(lines)

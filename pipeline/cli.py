@@ -261,9 +261,11 @@ def demo(timeout: float) -> None:
 @click.option("--fixtures", type=click.Path(file_okay=False, exists=True), default=None,
               help="Captured conversations (default ../shared/fixtures/captured).")
 @click.option("--timeout", type=float, default=300.0, show_default=True)
+@click.option("--recovery-sessions", type=int, default=100_000, show_default=True,
+              help="Sessions in the table for the recovery measurement (0 skips it).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def bench(broker: str | None, partitions: int | None, messages: int, repeat: int, batch: int,
-          fixtures: str | None, timeout: float, as_json: bool) -> None:
+          fixtures: str | None, timeout: float, recovery_sessions: int, as_json: bool) -> None:
     """Throughput and memory: adapter core, aiokafka and Faust ceilings, canonflow end to end."""
     import json
     from pathlib import Path
@@ -273,7 +275,8 @@ def bench(broker: str | None, partitions: int | None, messages: int, repeat: int
     settings = _settings(broker=broker, partitions=partitions)
     result = run_bench(settings, messages=messages, repeat=repeat, batch=batch,
                        fixtures=Path(fixtures) if fixtures else None, timeout=timeout,
-                       say=lambda s: click.echo(s, err=True))
+                       say=lambda s: click.echo(s, err=True),
+                       recovery_sessions=recovery_sessions)
     click.echo(json.dumps(result, indent=2) if as_json else format_report(result))
 
 
