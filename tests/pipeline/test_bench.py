@@ -1,0 +1,64 @@
+"""The benchmark's own honesty: its workload, and that a wrong answer is an error.
+(The timings themselves are never asserted: this machine is shared and noisy.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from pipeline.bench import (
+    BenchError,
+    _verify,
+    bench_adapters,
+    build_workload,
+    expected_events,
+    format_report,
+    n_messages,
+    records_of,
+)
+from topics.catalog import PROVIDERS
+
+CAPTURED = Path(__file__).resolve().parents[1] / "fixtures" / "captured"
+
+
+def test_workload_copies_real_conversations_into_distinct_sessions():
+    sessions = build_workload(CAPTURED, 2000)
+    assert n_messages(sessions) >= 2000
+    assert len({s.session_id for s in sessions}) == len(sessions)
+    assert {s.provider for s in sessions} == set(PROVIDERS) - {"amp"}  # no amp capture exists
+    batched = records_of(sessions[0], 50)
+    assert sum(r.value.count(b"\n") + 1 for r in batched) == len(sessions[0].lines)
+
+
+def test_adapter_core_rates_cover_every_provider_and_the_mix():
+    rates = bench_adapters(build_workload(CAPTURED, 500))
+    assert set(rates) == ({s for s in PROVIDERS} - {"amp"}) | {"mix"}
+    assert all(r > 0 for r in rates.values())
+
+
+def test_a_missing_or_changed_event_is_a_wrong_answer():
+    sessions = build_workload(CAPTURED, 100)[:2]
+    expected = expected_events(sessions)
+    records = [SimpleNamespace(key=sid.encode(), value=v) for sid, evs in expected.items()
+               for v in evs]
+    _verify(records, expected, "log")
+    with pytest.raises(BenchError):
+        _verify(records[:-1], expected, "log")
+    changed = records[:-1] + [SimpleNamespace(key=records[-1].key, value=records[0].value)]
+    with pytest.raises(BenchError):
+        _verify(changed, expected, "log")
+
+
+def test_report_names_the_ratios():
+    result = {
+        "workload": {"messages": 10, "sessions": 1, "batch": 50, "repeat": 1, "partitions": 4},
+        "adapter_core_msgs_per_s": {"mix": 1.0},
+        "aiokafka_passthrough_msgs_per_s": 10.0, "faust_passthrough_msgs_per_s": 5.0,
+        "canonflow_single_msgs_per_s": 4.5, "canonflow_batched_msgs_per_s": 4.0,
+        "canonflow_two_workers_msgs_per_s": 4.0,
+        "ratios": {"batched_vs_aiokafka": 0.4, "single_vs_faust": 0.9}, "memory": {},
+    }
+    text = format_report(result)
+    assert "(4 batched)/(2) = 0.40" in text and "(4 single)/(3) = 0.90" in text
