@@ -108,7 +108,12 @@ def _parent(state: ChatState, ev: Any) -> str | None:
 
 
 def _has_input(value: Any) -> bool:
-    return value is not UNSET and value not in (None, {}, [], "")
+    """Is a tool's input known yet? (Runtimes announce some tools with an empty input,
+    or with empty fields, before the real one: ACP's first tool_call, a pending
+    OpenCode part.)"""
+    if isinstance(value, dict):
+        return any(v not in (None, "", {}, []) for v in value.values())
+    return value is not UNSET and value not in (None, [], "")
 
 
 def project(state: ChatState, ev: Any, out: _Out) -> ChatState:
