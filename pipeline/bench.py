@@ -42,6 +42,7 @@ from topics.canonical import encode_event
 from topics.catalog import CANONICAL_TOPIC, CHAT_TOPIC, raw_topic
 
 HERE = Path(__file__).resolve().parent
+_T0 = 1_764_000_000_000
 
 
 # ---------------------------------------------------------------------------
@@ -70,6 +71,10 @@ def build_workload(fixtures: Path, messages: int) -> list[Session]:
     for path in sorted(fixtures.glob("*/*.capture.jsonl")):
         lines = [parse_line(raw, "capture") for raw in path.read_bytes().splitlines()
                  if raw.strip()]
+        # every line gets a capture time (the `t` header), so the worker and the
+        # offline replay see the same times and give the same event ids
+        lines = [ln if ln.time_ms is not None else Line(ln.data, ln.origin, _T0 + 10 * i)
+                 for i, ln in enumerate(lines)]
         convs.append((path.parent.name, path.name.split(".")[0], lines))
     if not convs:
         raise FileNotFoundError(f"no *.capture.jsonl under {fixtures}")

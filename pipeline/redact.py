@@ -72,6 +72,15 @@ def _compile(patterns: list[str]) -> Any:
         raise RedactionError(f"invalid redaction pattern: {e}") from None
 
 
+#: Substrings (lower case) one of which every built-in pattern's match contains. An
+#: event without any of them cannot match, and most events (text deltas) have none:
+#: measured, running the patterns on every event cost a tenth of the worker's time.
+BUILTIN_TRIGGERS: tuple[bytes, ...] = (
+    b"akia", b"sk-", b"gh", b"xox", b"aiza", b"bearer", b"private key", b"pass", b"secret",
+    b"key", b"token",
+)
+
+
 class Redactor:
     """Applies the patterns and the hook to encoded events."""
 
@@ -79,6 +88,9 @@ class Redactor:
         self.patterns = list(patterns)
         self._regex = _compile(self.patterns) if self.patterns else None
         self.hook = hook
+        # the cheap test only holds for the built-in patterns alone
+        self._triggers = BUILTIN_TRIGGERS if self.patterns and set(self.patterns) <= set(
+            BUILTIN_PATTERNS) else None
 
     @property
     def active(self) -> bool:
@@ -96,7 +108,9 @@ class Redactor:
     def apply(self, encoded: bytes) -> bytes:
         """The event to publish (JSON bytes)."""
         if self._regex is not None:
-            encoded = self._regex.sub(self._mask, encoded)
+            lowered = encoded.lower() if self._triggers is not None else b""
+            if self._triggers is None or any(t in lowered for t in self._triggers):
+                encoded = self._regex.sub(self._mask, encoded)
         if self.hook is not None:
             result = self.hook(json.loads(encoded))
             if result is not None:
