@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import signal
 import subprocess
@@ -63,6 +64,11 @@ def run_worker(settings: Settings) -> None:
     app = create_app(settings)
     worker = faust.Worker(app, loglevel=settings.log_level, quiet=True,
                           redirect_stdouts=False)
+    # Measured: aiokafka and faust log at debug level on every send, and with the
+    # root logger left at DEBUG each call built a LogRecord that was then dropped.
+    level = logging.getLevelName(settings.log_level.upper())
+    for name in ("aiokafka", "faust", "mode"):
+        logging.getLogger(name).setLevel(level if isinstance(level, int) else logging.WARNING)
     try:
         worker.execute_from_commandline()
     except SystemExit as e:
