@@ -130,8 +130,9 @@ def _timeless(data: bytes) -> bytes:
 # ---------------------------------------------------------------------------
 
 
-def bench_adapters(sessions: list[Session]) -> dict[str, float]:
-    """Native messages per second through translate_record, per provider and mixed."""
+def bench_adapters(sessions: list[Session], batch: int = 1) -> dict[str, float]:
+    """Native messages per second through translate_record, per provider and mixed,
+    with `batch` native messages per record (one call per record, as the worker does)."""
     by_provider: dict[str, list[Session]] = {}
     for s in sessions:
         by_provider.setdefault(s.provider, []).append(s)
@@ -143,9 +144,11 @@ def bench_adapters(sessions: list[Session]) -> dict[str, float]:
         start = time.perf_counter()
         for s in group:
             session = new_session(t)
-            for i, line in enumerate(s.lines):
-                session, _, _ = translate_record(t, session, s.session_id, [line], offset=i)
-            n += len(s.lines)
+            lines = s.lines
+            for i in range(0, len(lines), batch):
+                session, _, _ = translate_record(t, session, s.session_id, lines[i:i + batch],
+                                                 offset=i)
+            n += len(lines)
         elapsed = time.perf_counter() - start
         rates[provider] = n / elapsed
         total_n, total_t = total_n + n, total_t + elapsed
@@ -551,6 +554,7 @@ def run_bench(settings: Settings, *, messages: int, repeat: int, batch: int,
     runs: dict[str, list[float]] = {}
     e2e: dict[str, list[E2E]] = {"single": [], "batched": [], "two_workers": []}
     core = [bench_adapters(sessions) for _ in range(repeat)]
+    core_batched = [bench_adapters(sessions, batch) for _ in range(repeat)]
     for i in range(repeat):
         for kind in ("aiokafka", "faust"):
             rate = run_passthrough(kind, settings, sessions, 1, timeout)
@@ -567,6 +571,7 @@ def run_bench(settings: Settings, *, messages: int, repeat: int, batch: int,
         "workload": {"messages": n, "sessions": len(sessions), "batch": batch,
                      "repeat": repeat, "partitions": settings.partitions},
         "adapter_core_msgs_per_s": {p: med(c[p] for c in core) for p in core[0]},
+        "adapter_core_batched_msgs_per_s": med(c["mix"] for c in core_batched),
         "aiokafka_passthrough_msgs_per_s": med(runs["aiokafka"]),
         "faust_passthrough_msgs_per_s": med(runs["faust"]),
         "canonflow_single_msgs_per_s": med(r.rate for r in e2e["single"]),
@@ -606,6 +611,9 @@ def format_report(r: dict[str, Any]) -> str:
     ]
     for p, v in r["adapter_core_msgs_per_s"].items():
         lines.append(f"  {p:<36} {v:>12,.0f}")
+    if "adapter_core_batched_msgs_per_s" in r:
+        lines.append(f"  mix, {w['batch']} messages per record"
+                     f"{r['adapter_core_batched_msgs_per_s']:>{38 - len(str(w['batch']))},.0f}")
     lines += [
         "",
         "through the broker                       msg/s",
