@@ -33,7 +33,7 @@ from typing import Any
 import msgspec
 
 from adapters import Line, get, new_session, translate_record
-from pipeline.broker import EmbeddedBroker
+from pipeline.broker import EmbeddedBroker, stop_process
 from pipeline.kafka_io import RawRecord
 from pipeline.replay import parse_line
 from pipeline.settings import Settings
@@ -338,15 +338,7 @@ def _faust_passthrough_process(settings: Settings, src: str, dst: str) -> Any:
 
 
 def _stop(proc: Any) -> None:
-    import subprocess
-
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    stop_process(proc, 20)
 
 
 # ---------------------------------------------------------------------------

@@ -41,6 +41,19 @@ def tansu_binary() -> str:
         raise BrokerError(str(e)) from e
 
 
+def stop_process(proc: subprocess.Popen[bytes], timeout: float) -> int:
+    """Stop a child of ours by its PID: SIGTERM, then SIGKILL after `timeout` seconds.
+    Returns its exit status."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return proc.returncode
+
+
 def wait_for_port(host: str, port: int, timeout: float) -> None:
     """Block until host:port accepts a TCP connection. Raises BrokerError on timeout."""
     deadline = time.monotonic() + timeout
@@ -102,13 +115,8 @@ class EmbeddedBroker:
 
     def stop(self, timeout: float = 5.0) -> None:
         proc, self.proc = self.proc, None
-        if proc is not None and proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        if proc is not None:
+            stop_process(proc, timeout)
         if self._log is not None:
             self._log.close()
             self._log = None

@@ -6,13 +6,12 @@ import asyncio
 import contextlib
 import logging
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
 from typing import IO
 
-from pipeline.broker import EmbeddedBroker
+from pipeline.broker import EmbeddedBroker, stop_process
 from pipeline.settings import Settings, to_env
 
 #: Tansu's ListOffsets(latest) is exact only when every record is its own batch
@@ -108,16 +107,7 @@ class WorkerProcess:
     def stop(self, timeout: float = 20.0) -> int | None:
         """SIGTERM, then SIGKILL after `timeout`; returns the exit status."""
         proc, self.proc = self.proc, None
-        if proc is None:
-            return None
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        return proc.returncode
+        return stop_process(proc, timeout) if proc is not None else None
 
     def kill(self) -> None:
         """SIGKILL: a crash, for tests."""
