@@ -50,6 +50,8 @@ from topics.canonical import (
     TurnStarted,
     _Event,
 )
+from topics.canonical import decode_event as _decode_event
+from topics.canonical import encode_event as _encode_event
 from topics.records import Origin
 
 S = TypeVar("S", bound=Struct)
@@ -340,7 +342,12 @@ def translate_record(
             out._message = Message(obj, line.data, line.origin, line.time_ms)
             out.native_type = UNSET
             try:
-                state = translate(state, out._message, out)
+                new_state = translate(state, out._message, out)
+                for ev in out.events[mark:]:
+                    # the encoder writes whatever a field holds: a native value of the
+                    # wrong type must not leave as an event consumers cannot decode
+                    _decode_event(_encode_event(ev))
+                state = new_state
             except _SHAPE_ERRORS as e:
                 kind = obj.get("type", obj.get("method", "?"))
                 raise MalformedRecord(

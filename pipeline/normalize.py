@@ -48,7 +48,9 @@ def parse_headers(headers: Any) -> tuple[Origin, int | None]:
         if isinstance(v, bytes):
             v = v.decode("utf-8", "replace")
         if k == HEADER_ORIGIN and v in ("agent", "client"):
-            origin = v
+            # the literal itself, not the decoded copy: msgspec's omit_defaults compares
+            # by identity, and raw.origin must be written exactly as replay writes it
+            origin = "agent" if v == "agent" else "client"
         elif k == HEADER_TIME:
             try:
                 t = int(v)
@@ -161,7 +163,11 @@ class ChatProjector:
                 errorClass="MalformedRecord", reason=f"not a canonical event: {e}",
                 value=value or b""))])
         session = self._decode_state(stored) if stored else new_chat_session()
-        new, records = project_event(session, event, offset=offset)
+        # Watermark on the event's own seq (gapless per session), not on its Kafka
+        # offset: a normalize worker that crashed between publishing and storing its
+        # state publishes the same events again at higher offsets, and they must not
+        # be projected twice (found by tests/pipeline/test_crash.py).
+        new, records = project_event(session, event, offset=event.seq)
         if new is session:
             return Output(None, [], [])
         if isinstance(event, SessionExited):  # the session is over: forget its chat state

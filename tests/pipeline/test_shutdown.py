@@ -1,0 +1,225 @@
+"""Orderly shutdown and rebalance (issue 8, guarantee 4).
+
+SIGTERM during a steady stream of records: the worker finishes what it has in
+flight, commits, flushes its producers and exits 0; restarted, it resumes without
+loss, and (after dedupe by eventId, and ideally even without) without duplicates.
+A second worker joining the group takes partitions together with their table state:
+sessions begun on the first worker go on on the second with the right seq, and a
+turn left open on one is completed on the other with its own turnId.
+
+Real things only: an embedded Tansu broker per test, `canonflow run` child
+processes, SIGTERM. Every child is stopped by its PID in `finally`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Any
+
+import pytest
+
+from pipeline.settings import Settings
+from tests.pipeline.faults import (
+    Deduped,
+    Observer,
+    Producer,
+    Work,
+    Workers,
+    assert_same,
+    assigned,
+    committed,
+    expected_canonical,
+    expected_chat,
+    interleave,
+    own_broker,
+    stored_state,
+    total,
+    wait_for_log,
+    workload,
+)
+from topics.catalog import CANONICAL_TOPIC, CHAT_TOPIC, DEADLETTER_TOPIC, raw_topic
+
+broker = pytest.fixture(name="broker")(own_broker)
+
+READY = "Worker ready"
+#: SIGTERM, then SIGKILL after this many seconds: a worker that needs longer than
+#: this to stop has not shut down in order (its exit status is then -9, not 0).
+STOP_BOUND = 60.0
+
+
+async def _all_out(obs: Observer, worker: Any, canonical: int, chat: int) -> None:
+    await obs.wait_for(lambda: obs.unique(CANONICAL_TOPIC) >= canonical
+                       and obs.unique(CHAT_TOPIC) >= chat,
+                       timeout=120, alive=worker.alive, what="every expected output")
+    await asyncio.sleep(1.5)  # extra records (beyond the expected) would show up here
+
+
+def test_sigterm_mid_stream_exits_0_and_the_restart_resumes_without_loss(settings, tmp_path,
+                                                                         capsys):
+    rng = random.Random(4)
+    work = workload(1500, prefix="term")
+    canonical = expected_canonical(work)
+    chat = expected_chat(canonical)
+    live = settings.replace(log_level="info")
+    workers = Workers(tmp_path)
+    seen: dict[str, Any] = {}
+
+    async def run() -> Observer:
+        obs = await Observer(live).start()
+        producer = Producer(live, interleave(work), chunk=30, pause=0.3)
+        producing: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        try:
+            w = workers.start(live, "worker")
+            assert await wait_for_log(str(w.log_path), READY, timeout=60, alive=w.alive)
+            # the stream starts once the worker runs, so that SIGTERM comes mid-stream
+            # however long the worker took to start
+            producing = asyncio.ensure_future(producer.run())
+            share = rng.uniform(0.3, 0.5)
+            await obs.wait_for(lambda: obs.unique(CANONICAL_TOPIC) >= share * total(canonical),
+                               timeout=60, alive=w.alive, what=f"{share:.0%} of the output")
+            seen["produced at SIGTERM"] = producer.sent
+            seen["still producing"] = not producer.done
+            t = loop.time()
+            seen["status"] = await loop.run_in_executor(None, w.stop, STOP_BOUND)
+            seen["exit seconds"] = loop.time() - t
+            await asyncio.sleep(1.0)
+            seen["events before restart"] = len(obs.records[CANONICAL_TOPIC])
+            seen["state"] = await stored_state(live)
+            seen["committed"] = await committed(live, [raw_topic(p) for p in live.providers])
+            seen["canonical out"] = Deduped(obs.records[CANONICAL_TOPIC], "eventId").sessions
+            seen["chat out"] = Deduped(obs.records[CHAT_TOPIC], "event_id").sessions
+            w = workers.start(live, "worker")
+            await producing
+            await _all_out(obs, w, total(canonical), total(chat))
+            seen["second status"] = await loop.run_in_executor(None, w.stop, STOP_BOUND)
+            return obs
+        finally:
+            if not producing.done():
+                producing.cancel()
+            await obs.stop()
+
+    try:
+        obs = asyncio.run(run())
+    finally:
+        workers.stop_all()
+    got_canonical = Deduped(obs.records[CANONICAL_TOPIC], "eventId")
+    got_chat = Deduped(obs.records[CHAT_TOPIC], "event_id")
+    with capsys.disabled():
+        print(f"\nSIGTERM: {sum(w.messages for w in work)} native messages, {len(work)} "
+              f"sessions; SIGTERM after {seen['produced at SIGTERM']} records produced, exit "
+              f"status {seen['status']} after {seen['exit seconds']:.1f}s, "
+              f"{seen['events before restart']} events out before the restart; canonical "
+              f"{got_canonical.duplicates} duplicates without dedupe, chat "
+              f"{got_chat.duplicates}; second stop: status {seen['second status']}")
+    assert seen["status"] == 0, f"see {workers.started[0].log_path}"
+    # what the stopped worker left: every session state it stored is matched by its
+    # published output (the producers were flushed, state is never ahead), and its
+    # offsets are committed past every record it applied
+    state, done = seen["state"], seen["committed"]
+    normalized = {sid: s for (table, sid), s in state.items() if table.startswith("sessions.")}
+    assert normalized, "the stopped worker had stored no session state"
+    for sid, s in normalized.items():
+        assert s["seq"] == len(seen["canonical out"].get(sid, [])), sid
+    for (table, sid), s in state.items():
+        if table == "chat":
+            assert s["seq"] == len(seen["chat out"].get(sid, [])), sid
+    applied: dict[tuple[str, int], int] = {}
+    for (table, _), s in state.items():
+        if table.startswith("sessions."):
+            tp = (raw_topic(table[len("sessions."):]), s["partition"])
+            applied[tp] = max(applied.get(tp, -1), s["watermark"])
+    uncommitted = {tp: wm + 1 - done.get(tp, 0) for tp, wm in applied.items()
+                   if done.get(tp, 0) < wm + 1}
+    assert not uncommitted, f"records applied but not committed at exit: {uncommitted}"
+    with capsys.disabled():
+        print(f"SIGTERM: {len(normalized)} session states stored, each matched by its published "
+              f"events; {len(applied)} raw partitions applied, all committed")
+    assert seen["still producing"], "the stream ended before SIGTERM: nothing was in flight"
+    assert seen["second status"] == 0
+    assert_same(got_canonical, canonical, "agents.canonical")
+    assert_same(got_chat, chat, "agents.chat")
+    assert obs.records[DEADLETTER_TOPIC] == []
+    assert got_canonical.duplicates == 0, "events published before SIGTERM were published again"
+    for w in workers.started:
+        log = open(str(w.log_path), errors="replace").read()
+        assert "Traceback" not in log, f"an error during shutdown; see {w.log_path}"
+
+
+def _halves(work: list[Work]) -> tuple[list[Work], list[Work]]:
+    first = [Work(w.provider, w.session_id, w.records[:len(w.records) // 2]) for w in work]
+    second = [Work(w.provider, w.session_id, w.records[len(w.records) // 2:]) for w in work]
+    return first, second
+
+
+def _open_turn(events: list[dict[str, Any]]) -> str | None:
+    """The turnId of the turn still open after `events`, if any."""
+    turn = None
+    for e in events:
+        if e["type"] == "turn.started":
+            turn = e["turnId"]
+        elif e["type"] == "turn.completed":
+            turn = None
+    return turn
+
+
+def test_a_joining_worker_takes_partitions_with_their_table_state(settings, tmp_path, capsys):
+    work = workload(1000, prefix="rebalance")
+    first, second = _halves(work)
+    canonical = expected_canonical(work)
+    chat = expected_chat(canonical)
+    before = expected_canonical(first)
+    live: Settings = settings.replace(log_level="info")
+    raw = raw_topic("codex")
+    workers = Workers(tmp_path)
+    seen: dict[str, Any] = {}
+
+    async def run() -> Observer:
+        obs = await Observer(live).start()
+        try:
+            a = workers.start(live.replace(data_dir=live.data_dir + "-a"), "a")
+            await Producer(live, interleave(first), chunk=200, pause=0.0).run()
+            await obs.wait_for(lambda: obs.unique(CANONICAL_TOPIC) >= total(before),
+                               timeout=60, alive=a.alive, what="the first halves")
+            b = workers.start(live.replace(data_dir=live.data_dir + "-b"), "b")
+
+            def split() -> bool:  # the group has rebalanced: a kept some, b took the rest
+                pa, pb = assigned(a.log_path, raw), assigned(b.log_path, raw)
+                return bool(pa and pb and not pa & pb and pa | pb == set(range(live.partitions)))
+
+            await obs.wait_for(split, timeout=60, alive=lambda: a.alive() and b.alive(),
+                               what="the rebalance")
+            seen["moved"] = assigned(b.log_path, raw)
+            await Producer(live, interleave(second), chunk=200, pause=0.0).run()
+            await _all_out(obs, b, total(canonical), total(chat))
+            assert a.alive()
+            seen["status a"], seen["status b"] = a.stop(STOP_BOUND), b.stop(STOP_BOUND)
+            return obs
+        finally:
+            await obs.stop()
+
+    try:
+        obs = asyncio.run(run())
+    finally:
+        workers.stop_all()
+    partition = {r.key.decode(): r.partition for r in obs.records[CANONICAL_TOPIC]}
+    moved = {sid for sid in canonical if partition[sid] in seen["moved"]}
+    open_turns = {sid: turn for sid in moved if (turn := _open_turn(before[sid]))}
+    got_canonical = Deduped(obs.records[CANONICAL_TOPIC], "eventId")
+    got_chat = Deduped(obs.records[CHAT_TOPIC], "event_id")
+    with capsys.disabled():
+        print(f"\nrebalance: {len(work)} sessions, {len(moved)} moved to the joining worker "
+              f"(partitions {sorted(seen['moved'])}), {len(open_turns)} of them with a turn "
+              f"open across the move; canonical {got_canonical.duplicates} duplicates without "
+              f"dedupe, chat {got_chat.duplicates}; exit statuses {seen['status a']}, "
+              f"{seen['status b']}")
+    assert moved and open_turns, "no session with an open turn moved to the joining worker"
+    assert_same(got_canonical, canonical, "agents.canonical")
+    assert_same(got_chat, chat, "agents.chat")
+    for sid, turn in open_turns.items():  # said outright, though assert_same implies it
+        done = [e for e in got_canonical.sessions[sid][len(before[sid]):]
+                if e["type"] == "turn.completed"]
+        assert done and done[0]["turnId"] == turn, sid
+    assert obs.records[DEADLETTER_TOPIC] == []
+    assert (seen["status a"], seen["status b"]) == (0, 0)
