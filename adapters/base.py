@@ -50,8 +50,6 @@ from topics.canonical import (
     TurnStarted,
     _Event,
 )
-from topics.canonical import decode_event as _decode_event
-from topics.canonical import encode_event as _encode_event
 from topics.records import Origin
 
 S = TypeVar("S", bound=Struct)
@@ -270,6 +268,20 @@ class Translator(Protocol[S]):
 # The driver
 # ---------------------------------------------------------------------------
 
+_encode = msgspec.json.Encoder().encode
+_payload_decoders: dict[type, Any] = {}
+
+
+def _check_payload(payload: Struct) -> None:
+    """Raises msgspec.ValidationError (a ValueError) if `payload` would not decode as
+    its own type (checked by a JSON round trip, the way a consumer reads it)."""
+    cls = type(payload)
+    decoder = _payload_decoders.get(cls)
+    if decoder is None:
+        decoder = _payload_decoders[cls] = msgspec.json.Decoder(cls).decode
+    decoder(_encode(payload))
+
+
 
 class LineFailure(Struct, frozen=True):
     """One native line that could not be translated (to be dead-lettered)."""
@@ -346,7 +358,8 @@ def translate_record(
                 for ev in out.events[mark:]:
                     # the encoder writes whatever a field holds: a native value of the
                     # wrong type must not leave as an event consumers cannot decode
-                    _decode_event(_encode_event(ev))
+                    # (the envelope is ours; the payload holds the native values)
+                    _check_payload(ev.payload)  # type: ignore[attr-defined]
                 state = new_state
             except _SHAPE_ERRORS as e:
                 kind = obj.get("type", obj.get("method", "?"))
