@@ -8,6 +8,12 @@ step (`Normalizer` / `ChatProjector`), publish its output on the record's own
 partition (the topics are co-partitioned, so a session keeps one partition end to
 end) and dead letters to `agents.deadletter`, wait until they are delivered, then
 store the new states. Bad input never reaches the supervisor: it is dead-lettered.
+
+A delivery that fails (the broker went away, a timeout) is sent again with backoff
+until it succeeds: the batch's records are not acknowledged and its states not
+stored meanwhile, and /health says degraded. Every agent counts what it did per
+batch into `pipeline.metrics` (served with /health by `pipeline.web`); the
+fleet-metrics stage (`pipeline.fleet`) reads agents.canonical too.
 """
 
 from __future__ import annotations
@@ -15,15 +21,28 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import faust
 
+from pipeline.fleet import add_fleet
+from pipeline.metrics import Item, WorkerMetrics
 from pipeline.normalize import ChatProjector, Normalizer, internal_error
 from pipeline.settings import Settings
+from pipeline.web import Health, install_web
 from topics.catalog import CANONICAL_TOPIC, CHAT_TOPIC, DEADLETTER_TOPIC, raw_topic
 
 log = logging.getLogger("canonflow")
+
+#: Backoff between two attempts to deliver a batch's output: first, then doubling to max.
+RETRY_FIRST_SECONDS = 0.2
+RETRY_MAX_SECONDS = 10.0
+#: take_events generators whose last batch was not delivered when their agent stopped
+#: or crashed. Held so that they are never finalized while the worker runs: Faust's
+#: take_events acknowledges a batch in a `finally` when its generator is closed, and
+#: an undelivered batch must not be acknowledged (it is read again after a restart).
+_UNDELIVERED: list[Any] = []
 
 
 def broker_credentials(settings: Settings) -> Any:
@@ -80,17 +99,29 @@ def create_app(settings: Settings) -> faust.App:
                           partitions=settings.partitions)
     app.topic(DEADLETTER_TOPIC, key_serializer="raw", value_serializer="raw",
               partitions=settings.partitions)
-    sink = OutputProducer(settings)
+    metrics, health = WorkerMetrics(), Health()
+    sink = OutputProducer(settings, metrics, health)
     app.on_before_shutdown.connect(sink.stop)
+    tables: dict[str, Any] = {}
     for provider in settings.providers:
-        _add_normalizer(app, settings, provider, sink)
+        tables[f"sessions.{provider}"] = _add_normalizer(app, settings, provider, sink, metrics)
+    count = None
+    if settings.fleet_enabled:
+        async def publish_metrics(items: list[Item]) -> None:
+            await sink.publish(items, "fleet")
+
+        stage = add_fleet(app, settings, canonical, metrics, publish_metrics,
+                          own_agent=not settings.chat_enabled)
+        tables["fleet.windows"], tables["fleet.sessions"] = stage.windows, stage.sessions
+        count = stage.count
     if settings.chat_enabled:
-        _add_chat(app, settings, canonical, sink)
+        tables["chat"] = _add_chat(app, settings, canonical, sink, metrics, count)
+    install_web(app, settings, metrics, health, tables, sink.probe)
     return app
 
 
 def _add_normalizer(app: faust.App, settings: Settings, provider: str,
-                    sink: OutputProducer) -> None:
+                    sink: OutputProducer, metrics: WorkerMetrics) -> Any:
     source = app.topic(raw_topic(provider), key_serializer="raw", value_serializer="raw",
                        partitions=settings.partitions)
     table = app.Table(f"sessions.{provider}", partitions=settings.partitions,
@@ -99,19 +130,23 @@ def _add_normalizer(app: faust.App, settings: Settings, provider: str,
                       max_record_bytes=settings.max_record_bytes)
     name = f"normalize.{provider}"
     sessions = _add_batched_agent(app, settings, name, source, table, step, CANONICAL_TOPIC,
-                                  sink)
-    _add_idle_expiry(app, settings, name, table, step, sessions, sink)
+                                  sink, metrics)
+    _add_idle_expiry(app, settings, name, table, step, sessions, sink, metrics)
+    return table
 
 
 def _add_chat(app: faust.App, settings: Settings, canonical: faust.TopicT,
-              sink: OutputProducer) -> None:
-    """The chat projection: agents.canonical -> agents.chat, same partition, same order."""
+              sink: OutputProducer, metrics: WorkerMetrics,
+              also: Callable[[list[Any]], Awaitable[None]] | None = None) -> Any:
+    """The chat projection: agents.canonical -> agents.chat, same partition, same order.
+    `also` runs on each of its batches too (the fleet stage's counting)."""
     app.topic(CHAT_TOPIC, key_serializer="raw", value_serializer="raw",
               partitions=settings.partitions)
     table = app.Table("chat", partitions=settings.partitions, key_type=bytes,
                       value_type=bytes, default=None)
     _add_batched_agent(app, settings, "chat", canonical, table, ChatProjector(), CHAT_TOPIC,
-                       sink)
+                       sink, metrics, also)
+    return table
 
 
 class OutputProducer:
@@ -124,8 +159,11 @@ class OutputProducer:
     bench`). Output records keep normal batching. Started on first use, stopped
     before the app shuts down (after the agents have drained)."""
 
-    def __init__(self, settings: Settings):
+    def __init__(self, settings: Settings, metrics: WorkerMetrics | None = None,
+                 health: Health | None = None):
         self.settings = settings
+        self.metrics = metrics or WorkerMetrics()
+        self.health = health or Health()
         self._producer: Any = None
         self._lock = asyncio.Lock()
 
@@ -136,10 +174,11 @@ class OutputProducer:
 
                 from pipeline.admin import kafka_client_kwargs
 
-                producer = AIOKafkaProducer(**kafka_client_kwargs(self.settings), acks="all",
-                                            linger_ms=int(self.settings.producer_linger * 1000),
-                                            max_batch_size=256 * 1024,
-                                            max_request_size=8 * 1024 * 1024)
+                producer = AIOKafkaProducer(
+                    **kafka_client_kwargs(self.settings), acks="all",
+                    linger_ms=int(self.settings.producer_linger * 1000),
+                    max_batch_size=256 * 1024, max_request_size=8 * 1024 * 1024,
+                    request_timeout_ms=int(self.settings.producer_request_timeout * 1000))
                 await producer.start()
                 self._producer = producer
             return self._producer
@@ -148,6 +187,51 @@ class OutputProducer:
         producer, self._producer = self._producer, None
         if producer is not None:
             await producer.stop()  # flushes what is still buffered
+
+    async def probe(self) -> None:
+        """Ask the cluster for its metadata. Raises (a Kafka error) when no broker answers."""
+        producer = await self.get()
+        await producer.client.fetch_all_metadata()
+
+    async def publish(self, items: list[Item], agent: str) -> None:
+        """Send `items` (topic, value, key, partition, timestamp ms) in order and wait until
+        every one is delivered.
+
+        A failed send or delivery (broker gone, timeout) is not an error for the caller:
+        the first undelivered item and every one after it are sent again, in order, after
+        a backoff (doubling up to RETRY_MAX_SECONDS), until all are delivered. Items that
+        were delivered before the failure may be delivered twice; their eventIds are the
+        same, so consumers drop the copies. Returns only when everything is delivered;
+        raises only CancelledError (the worker stops)."""
+        pending, delay = items, RETRY_FIRST_SECONDS
+        while True:
+            futures: list[Any] = []
+            error: BaseException | None = None
+            try:
+                producer = await self.get()
+                for topic, value, key, partition, ts in pending:
+                    futures.append(await producer.send(topic, value, key=key,
+                                                       partition=partition, timestamp_ms=ts))
+            except Exception as e:  # no metadata in time, buffer full past the timeout, ...
+                error = e
+            results = await asyncio.gather(*futures, return_exceptions=True)
+            first = next((i for i, r in enumerate(results) if isinstance(r, BaseException)),
+                         None)
+            if first is not None:
+                error = results[first]
+            elif error is not None:
+                first = len(futures)
+            else:
+                self.health.send_ok(agent)
+                return
+            assert error is not None
+            pending = pending[first:]
+            self.metrics.send_failed(agent, (item[0] for item in pending))
+            self.health.send_failed(agent, error)
+            log.warning("%s: %d record(s) not delivered (%s: %s); sending again in %.1fs",
+                        agent, len(pending), type(error).__name__, error, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, RETRY_MAX_SECONDS)
 
 
 class _Sessions:
@@ -172,28 +256,43 @@ def _store(table: Any, key: bytes, partition: int, value: bytes | None) -> None:
 
 def _add_batched_agent(app: faust.App, settings: Settings, name: str, source: faust.TopicT,
                        table: Any, step: Normalizer | ChatProjector, out_topic: str,
-                       sink: OutputProducer) -> _Sessions:
+                       sink: OutputProducer, metrics: WorkerMetrics,
+                       also: Callable[[list[Any]], Awaitable[None]] | None = None) -> _Sessions:
     """An agent that runs `step` over batches of records.
 
     Per batch: each record is processed in order, reading its session's state from
     the batch's own cache (a session's state is read once and written once per
     batch, however many of its records the batch holds); outputs go to `out_topic`
     and dead letters to agents.deadletter on the record's own partition; then the
-    batch waits for their delivery, and only then stores each session's new state,
-    in the changelog partition of the records it came from (STATE NEVER AHEAD OF
-    WHAT WAS PUBLISHED: see pipeline.normalize).
+    batch waits for their delivery (sent again until delivered: OutputProducer.publish),
+    and only then stores each session's new state, in the changelog partition of the
+    records it came from (STATE NEVER AHEAD OF WHAT WAS PUBLISHED: see
+    pipeline.normalize), and is counted in the metrics. Then `also` runs on the
+    batch, before Faust acknowledges it.
     """
     sessions = _Sessions()
+    provider = step.provider if isinstance(step, Normalizer) else None
 
     async def run(stream: faust.StreamT) -> None:
-        producer = await sink.get()
-        async for events in stream.take_events(settings.batch_max, settings.batch_within):
-            async with sessions.lock:
-                await _run_batch(events, producer)
+        batches = stream.take_events(settings.batch_max, settings.batch_within)
+        delivered = True
+        try:
+            async for events in batches:
+                delivered = False
+                async with sessions.lock:
+                    await _run_batch(events)
+                delivered = True
+        except BaseException:
+            if not delivered:
+                _UNDELIVERED.append(batches)
+            raise
 
-    async def _run_batch(events: Any, producer: Any) -> None:
+    async def _run_batch(events: Any) -> None:
+        t0 = time.perf_counter()
         states: dict[bytes, tuple[int, bytes | None]] = {}
-        pending = []
+        items: list[Item] = []
+        stamps: list[float] = []
+        lines = 0
         for event in events:
             msg, key, value = event.message, event.key, event.value
             ts = msg.timestamp
@@ -210,18 +309,22 @@ def _add_batched_agent(app: faust.App, settings: Settings, name: str, source: fa
                 out = internal_error(step, e, key, value, partition=msg.partition,
                                      offset=msg.offset)
             ts_ms = int(ts * 1000) if ts else None
+            partition = msg.partition
             for v in out.records:
-                pending.append(await producer.send(out_topic, v, key=key,
-                                                   partition=msg.partition,
-                                                   timestamp_ms=ts_ms))
+                items.append((out_topic, v, key, partition, ts_ms))
             for v in out.deadletters:
-                pending.append(await producer.send(DEADLETTER_TOPIC, v, key=key,
-                                                   partition=msg.partition,
-                                                   timestamp_ms=ts_ms))
+                items.append((DEADLETTER_TOPIC, v, key, partition, ts_ms))
             if key is not None and (out.state is not None or out.delete):
-                states[key] = (msg.partition, out.state)
-        if pending:
-            await asyncio.gather(*pending)
+                states[key] = (partition, out.state)
+            if provider is not None:
+                if value:
+                    lines += value.count(b"\n") + (value[-1:] != b"\n")
+                if ts:
+                    stamps.append(ts)
+        t1 = time.perf_counter()
+        if items:
+            await sink.publish(items, name)
+        t2 = time.perf_counter()
         now = time.monotonic()
         for key, (partition, state) in states.items():
             _store(table, key, partition, state)
@@ -229,13 +332,24 @@ def _add_batched_agent(app: faust.App, settings: Settings, name: str, source: fa
                 sessions.last_seen.pop(key, None)
             else:
                 sessions.last_seen[key] = now
+        try:
+            if provider is not None:
+                metrics.normalized(provider, name, len(events), lines, items, stamps,
+                                   t1 - t0, t2 - t1)
+            else:
+                metrics.projected(name, len(events), items, t1 - t0, t2 - t1)
+        except Exception:  # counting must not stop a delivered batch from being acknowledged
+            log.exception("%s: a batch could not be counted", name)
+        if also is not None:
+            await also(events)
 
     app.agent(source, name=name)(run)
     return sessions
 
 
 def _add_idle_expiry(app: faust.App, settings: Settings, name: str, table: Any,
-                     step: Normalizer, sessions: _Sessions, sink: OutputProducer) -> None:
+                     step: Normalizer, sessions: _Sessions, sink: OutputProducer,
+                     metrics: WorkerMetrics) -> None:
     """Close sessions without a record for settings.idle_timeout seconds, so that no
     consumer waits forever on a turn that will never end, and remove their state.
 
@@ -250,6 +364,7 @@ def _add_idle_expiry(app: faust.App, settings: Settings, name: str, table: Any,
             live = set(table.data.keys())
             for key in [k for k in sessions.last_seen if k not in live]:
                 del sessions.last_seen[key]  # moved away in a rebalance
+            metrics.forget_sessions(step.provider, live)
             idle = []
             for key in live:
                 seen = sessions.last_seen.setdefault(key, now)
@@ -257,9 +372,9 @@ def _add_idle_expiry(app: faust.App, settings: Settings, name: str, table: Any,
                     idle.append(key)
             if not idle:
                 return
-            producer = await sink.get()
             now_ms = int(time.time() * 1000)
-            closed, pending = [], []
+            closed: list[tuple[bytes, int]] = []
+            items: list[Item] = []
             for key in idle:
                 stored = table.data.get(key)
                 if stored is None:
@@ -270,15 +385,14 @@ def _add_idle_expiry(app: faust.App, settings: Settings, name: str, table: Any,
                     log.exception("%s: cannot close idle session %r", name, key)
                     continue
                 for v in out.records:
-                    pending.append(await producer.send(CANONICAL_TOPIC, v, key=key,
-                                                       partition=partition,
-                                                       timestamp_ms=now_ms))
+                    items.append((CANONICAL_TOPIC, v, key, partition, now_ms))
                 closed.append((key, partition))
-            if pending:
-                await asyncio.gather(*pending)
+            if items:
+                await sink.publish(items, f"{name}.idle")
             for key, partition in closed:
                 _store(table, key, partition, None)
                 sessions.last_seen.pop(key, None)
+            metrics.closed_idle(step.provider, (key for key, _ in closed), items)
             log.info("%s: closed %d idle session(s)", name, len(closed))
 
     app.timer(settings.idle_scan_interval, name=f"{name}.idle")(scan)

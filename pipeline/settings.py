@@ -48,6 +48,20 @@ class Settings(Struct, frozen=True, kw_only=True):
     producer_max_batch_size: int | None = None
     #: Seconds the producer waits to fill a batch (throughput against latency).
     producer_linger: float = 0.0
+    #: Seconds the output producer waits for a delivery (or for metadata) before it
+    #: counts the send as failed; the agent then sends the batch's undelivered output
+    #: again, with backoff, until it is delivered (nothing is dropped or acknowledged).
+    producer_request_timeout: float = 30.0
+    #: Run the fleet-metrics stage (agents.canonical -> agents.metrics, windowed).
+    fleet_enabled: bool = True
+    #: Seconds between two publications of the changed fleet windows to agents.metrics.
+    fleet_publish_interval: float = 10.0
+    #: A fleet window closes (final record, entry removed) when its partition's
+    #: stream time is this many seconds past the window's end; later events are late.
+    fleet_grace: float = 60.0
+    #: Seconds between two broker probes (/health), and how long one may take.
+    health_probe_interval: float = 5.0
+    health_probe_timeout: float = 5.0
     #: Seconds the group coordinator waits for members to rejoin. Tansu holds every
     #: join for this long, so the embedded broker uses a short one.
     rebalance_timeout: float = 60.0

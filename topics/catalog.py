@@ -50,6 +50,7 @@ RAW_TOPICS: dict[str, str] = {
 CANONICAL_TOPIC = "agents.canonical"
 CHAT_TOPIC = "agents.chat"
 DEADLETTER_TOPIC = "agents.deadletter"
+METRICS_TOPIC = "agents.metrics"
 
 _RAW_VALUE = "NDJSON: one or more native messages of the session, exactly as the runtime wrote them"
 
@@ -89,6 +90,16 @@ CATALOG: tuple[TopicSpec, ...] = (
         value="dead letter (JSON, topics.records.DeadLetter) with the original bytes",
         owner="canonflow normalize agents",
         retention_ms=30 * DAY_MS,
+    ),
+    TopicSpec(
+        name=METRICS_TOPIC,
+        role="metrics",
+        key="<window>|<provider>|<model>|<windowStartMs>|<partition>",
+        value="fleet metrics of one window (JSON, topics.metrics.FleetMetrics), "
+              "its whole value so far: keep the last record per key",
+        owner="canonflow fleet-metrics stage",
+        cleanup_policy="compact,delete",
+        retention_ms=7 * DAY_MS,
     ),
 )
 

@@ -8,14 +8,16 @@ import msgspec
 
 from topics.canonical import CanonicalEvent
 from topics.chat import ChatRecord
+from topics.metrics import FleetMetrics
 from topics.records import DeadLetter
 
 
 def schema() -> dict[str, object]:
     """One JSON Schema document: `$defs` for every type, and the published records
-    (`CanonicalEvent`, `ChatRecord`, `DeadLetter`) named under `x-canonflow-records`."""
+    (`CanonicalEvent`, `ChatRecord`, `DeadLetter`, `FleetMetrics`) named under
+    `x-canonflow-records`."""
     records = {"CanonicalEvent": CanonicalEvent, "ChatRecord": ChatRecord,
-               "DeadLetter": DeadLetter}
+               "DeadLetter": DeadLetter, "FleetMetrics": FleetMetrics}
     schemas, components = msgspec.json.schema_components(
         list(records.values()), ref_template="#/$defs/{name}")
     doc: dict[str, object] = {
@@ -23,7 +25,9 @@ def schema() -> dict[str, object]:
         "$id": "https://canonflow.dev/schema/canonflow.schema.json",
         "title": "canonflow records",
         "anyOf": [{"$ref": f"#/$defs/{name}"} for name in records],
-        "$defs": {**components, **{name: s for name, s in zip(records, schemas, strict=False)}},
+        # a Struct's own schema is only a $ref to its component: keep the component
+        "$defs": {**components, **{name: s for name, s in zip(records, schemas, strict=True)
+                                   if s != {"$ref": f"#/$defs/{name}"}}},
         "x-canonflow-records": {name: f"#/$defs/{name}" for name in records},
     }
     return doc

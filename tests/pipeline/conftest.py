@@ -21,10 +21,12 @@ from pipeline.worker import WorkerProcess, embedded_settings, ensure_topics
 _app_ids = itertools.count()
 
 
-@pytest.fixture(scope="session")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedBroker]:
-    log = tmp_path_factory.mktemp("broker") / "tansu.log"
-    with EmbeddedBroker(log_path=str(log)) as b:
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[EmbeddedBroker]:
+    """A broker of the test's own (Tansu starts in milliseconds). A broker shared by
+    the whole run made every new consumer group read all that earlier tests produced
+    (100,000 sessions of test_bounded_state among them) before its own records."""
+    with EmbeddedBroker(log_path=str(tmp_path / "tansu.log")) as b:
         yield b
 
 

@@ -1,0 +1,634 @@
+"""The fleet-metrics stage: agents.canonical -> windowed counts per provider and model
+-> agents.metrics, and Prometheus gauges of the current windows.
+
+Windows, in event time (the canonical record's timestamp, which the normalize agents
+copy from the raw record): Faust's `TumblingWindow(60)` and `HoppingWindow(300, 60)`.
+The stage keeps one-minute panes in a changelog-backed Faust table, `fleet.windows`:
+a tumbling-1m window is one pane, a hopping-5m window the sum of its five panes, so a
+batch writes each pane it touched once (not six windows), and the table holds each
+count once. Faust's `table.tumbling()` wrapper is not used: it writes once per event
+and per window, and takes the changelog partition from `current_event()`, which a
+batch of events from many partitions does not have. Here a pane's key holds its
+partition: partitions are counted apart (no repartitioning), each pane is written to
+the changelog partition of the events it counts, and a rebalance moves whole
+partitions. A window's fleet-wide value is the sum over partitions (topics.metrics).
+
+A second table, `fleet.sessions`, remembers each session's model and its open
+approvals, so a tool call or a turn's end counts under the model its turn started
+with, and a decision's delay is known, across restarts and rebalances. Both tables
+are written only when something changed.
+
+Exactly once: every pane stores the offset of the last canonical record it counted,
+so a batch delivered again after a crash adds nothing twice.
+
+Stream time, closing, lateness: a partition's stream time is the newest event time
+seen on it (persisted with each publication). A window closes when the stream time
+passes its end by `settings.fleet_grace` seconds; its last record says
+`closed: true`. An event whose minute (its tumbling window) has closed is late: it
+is counted in `canonflow_fleet_late_events_total` and dropped from every window. A
+pane leaves the table when the last hopping window holding it has closed. Windows
+whose value changed are published every `settings.fleet_publish_interval` seconds,
+from a timer, not per batch: one record per changed window per interval, however
+busy the stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from functools import lru_cache
+from typing import Any
+
+import msgspec
+
+from pipeline.metrics import (
+    Counter,
+    Gauge,
+    Item,
+    Labels,
+    Registry,
+    WorkerMetrics,
+    clean_label,
+    event_type,
+)
+from pipeline.settings import Settings
+from topics.canonical import TOOL_ITEM_TYPES
+from topics.catalog import METRICS_TOPIC
+from topics.metrics import FLEET_SCHEMA_VERSION, FleetMetrics, WindowKind, encode_fleet_metrics
+
+log = logging.getLogger("canonflow.fleet")
+
+TUMBLING: WindowKind = "tumbling-1m"
+HOPPING: WindowKind = "hopping-5m"
+MINUTE_MS = 60_000
+HOPPING_MS = 5 * MINUTE_MS
+UNKNOWN_MODEL = "unknown"
+#: Distinct tool names (and error classes) kept per pane; more count as "other".
+MAX_KEYS = 200
+
+_RELEVANT = frozenset({b"turn.started", b"turn.completed", b"turn.aborted", b"item.started",
+                       b"request.opened", b"request.resolved", b"runtime.error",
+                       b"model.rerouted", b"session.exited"})
+_TOOL_ITEMS = frozenset(TOOL_ITEM_TYPES)
+_DENIED = ("deny", "denied", "decline", "reject")
+_IN_KEYS = ("input_tokens", "inputTokens", "input", "prompt_tokens", "promptTokens")
+_OUT_KEYS = ("output_tokens", "outputTokens", "output", "completion_tokens", "completionTokens")
+_CLOCK = b"clock|"
+_SUMMED = ("turnsStarted", "turnsCompleted", "turnsFailed", "turnsInterrupted",
+           "approvalsRequested", "approvalsResolved", "approvalsDenied", "approvalDecisions",
+           "approvalDecisionMsSum", "tokensIn", "tokensOut", "costUsd")
+
+
+# ---- what the stage reads of a canonical event ---------------------------------
+
+
+class _Payload(msgspec.Struct):
+    model: str | None = None
+    toModel: str | None = None
+    state: str | None = None
+    itemType: str | None = None
+    toolName: str | None = None
+    requestType: str | None = None
+    decision: str | None = None
+    usage: Any = None
+    totalCostUsd: float | None = None
+    errorClass: str | None = msgspec.field(default=None, name="class")
+
+
+class _Event(msgspec.Struct):
+    type: str
+    provider: str
+    requestId: str | None = None
+    payload: _Payload = msgspec.field(default_factory=_Payload)
+
+
+_decode_event = msgspec.json.Decoder(_Event).decode
+
+
+class FleetSession(msgspec.Struct, array_like=True):
+    """What the stage keeps per session: its model, and its open approvals
+    (canonical request id -> event time ms of the opening)."""
+
+    model: str = UNKNOWN_MODEL
+    pending: dict[str, int] = {}
+
+
+class _Stored(msgspec.Struct, array_like=True):
+    """A window's table value: its counts and the last source offset they include."""
+
+    offset: int
+    metrics: FleetMetrics
+
+
+_encode = msgspec.msgpack.Encoder().encode
+_decode_session = msgspec.msgpack.Decoder(FleetSession).decode
+_decode_stored = msgspec.msgpack.Decoder(_Stored).decode
+_decode_int = msgspec.msgpack.Decoder(int).decode
+
+
+def usage_tokens(usage: Any) -> tuple[int, int]:
+    """(input tokens, output tokens) of a turn.completed `usage`, whatever the runtime's
+    shape: flat `input_tokens`/`output_tokens` (Claude, Codex exec, Amp, Gemini),
+    `inputTokens`/`outputTokens` under `last` (Codex app-server: `last` is the turn,
+    `total` the thread so far, used only without `last`), `input`/`output` (OpenCode),
+    `token_count` (ACP). Unknown shapes count as (0, 0)."""
+    if not isinstance(usage, dict):
+        return 0, 0
+    for nested in ("last", "token_count", "total"):
+        inner = usage.get(nested)
+        if isinstance(inner, dict):
+            usage = inner
+            break
+    return _first_int(usage, _IN_KEYS), _first_int(usage, _OUT_KEYS)
+
+
+def _first_int(d: dict[str, Any], keys: tuple[str, ...]) -> int:
+    for k in keys:
+        v = d.get(k)
+        if isinstance(v, int) and not isinstance(v, bool):
+            return v
+    return 0
+
+
+def contributions(e: Any, session: FleetSession, ts_ms: int) -> list[tuple[str, Any]]:
+    """What one relevant event adds to its windows: (field, amount) pairs, with
+    (field, (name, amount)) for the per-name maps. Updates `session.pending` (the
+    caller stores the session when it changed)."""
+    t, p = e.type, e.payload
+    if t == "turn.started":
+        return [("turnsStarted", 1)]
+    if t == "turn.completed":
+        state = p.state
+        out: list[tuple[str, Any]] = [
+            ("turnsCompleted" if state == "completed" else
+             "turnsFailed" if state == "failed" else "turnsInterrupted", 1)]
+        tokens_in, tokens_out = usage_tokens(p.usage)
+        if tokens_in:
+            out.append(("tokensIn", tokens_in))
+        if tokens_out:
+            out.append(("tokensOut", tokens_out))
+        if p.totalCostUsd:
+            out.append(("costUsd", float(p.totalCostUsd)))
+        return out
+    if t == "turn.aborted":
+        return [("turnsInterrupted", 1)]
+    if t == "item.started":
+        if p.itemType in _TOOL_ITEMS:
+            return [("toolCalls", (clean_label(p.toolName or p.itemType), 1))]
+        return []
+    if t == "runtime.error":
+        return [("errors", (clean_label(p.errorClass or "unknown"), 1))]
+    if t in ("request.opened", "request.resolved"):
+        if not (p.requestType or "").endswith("_approval"):
+            return []
+        rid = e.requestId or ""
+        if t == "request.opened":
+            if rid:
+                session.pending = {**session.pending, rid: ts_ms}
+            return [("approvalsRequested", 1)]
+        out = [("approvalsResolved", 1)]
+        if (p.decision or "").lower().startswith(_DENIED):
+            out.append(("approvalsDenied", 1))
+        opened = session.pending.get(rid) if rid else None
+        if opened is not None:
+            session.pending = {k: v for k, v in session.pending.items() if k != rid}
+            waited = max(0, ts_ms - opened)
+            out += [("approvalDecisions", 1), ("approvalDecisionMsSum", waited),
+                    ("approvalDecisionMsMax", waited)]
+        return out
+    return []
+
+
+@lru_cache(maxsize=1)
+def _faust_windows() -> tuple[Any, Any]:
+    from faust import HoppingWindow, TumblingWindow
+
+    return TumblingWindow(MINUTE_MS / 1000), HoppingWindow(HOPPING_MS / 1000, MINUTE_MS / 1000)
+
+
+@lru_cache(maxsize=4096)
+def window_starts(minute_ms: int) -> tuple[tuple[str, int], ...]:
+    """(kind, start ms) of every window holding the minute that starts at `minute_ms`,
+    from Faust's window definitions: one tumbling-1m, five hopping-5m."""
+    tumbling, hopping = _faust_windows()
+    return tuple([(TUMBLING, int(round(start * 1000))) for start, _ in tumbling.ranges(minute_ms / 1000)]
+                 + [(HOPPING, int(round(start * 1000))) for start, _ in hopping.ranges(minute_ms / 1000)])
+
+
+def pane_key(provider: str, model: str, minute_ms: int, partition: int) -> bytes:
+    return f"{provider}|{model}|{minute_ms}|{partition}".encode()
+
+
+def record_key(kind: str, provider: str, model: str, start_ms: int, partition: int) -> bytes:
+    """The agents.metrics key of one window (topics.metrics)."""
+    return f"{kind}|{provider}|{model}|{start_ms}|{partition}".encode()
+
+
+def _parse_pane(key: bytes) -> tuple[str, str, int, int]:
+    """(provider, model, minute ms, partition) of a pane key; the model may hold '|'."""
+    provider, rest = key.split(b"|", 1)
+    model, minute, partition = rest.rsplit(b"|", 2)
+    return provider.decode(), model.decode(), int(minute), int(partition)
+
+
+def _merge(m: FleetMetrics, acc: dict[str, Any]) -> FleetMetrics:
+    """A pane plus the counts a batch adds to it."""
+    changes: dict[str, Any] = {}
+    for field, amount in acc.items():
+        if field in ("toolCalls", "errors"):
+            merged = dict(getattr(m, field))
+            for name, n in amount.items():
+                if name not in merged and len(merged) >= MAX_KEYS:
+                    name = "other"
+                merged[name] = merged.get(name, 0) + n
+            changes[field] = merged
+        elif field == "approvalDecisionMsMax":
+            changes[field] = max(m.approvalDecisionMsMax, amount)
+        else:
+            changes[field] = getattr(m, field) + amount
+    return msgspec.structs.replace(m, **changes)
+
+
+def _add(acc: dict[str, Any], contribs: list[tuple[str, Any]]) -> None:
+    for field, amount in contribs:
+        if field in ("toolCalls", "errors"):
+            name, n = amount
+            sub = acc.setdefault(field, {})
+            sub[name] = sub.get(name, 0) + n
+        elif field == "approvalDecisionMsMax":
+            acc[field] = max(acc.get(field, 0), amount)
+        else:
+            acc[field] = acc.get(field, 0) + amount
+
+
+def hopping_window(panes: Iterable[FleetMetrics], start_ms: int, closed: bool,
+                   like: FleetMetrics) -> FleetMetrics:
+    """The hopping-5m window starting at `start_ms`: the sum of its panes."""
+    sums: dict[str, Any] = dict.fromkeys(_SUMMED, 0)
+    tools: dict[str, int] = {}
+    errors: dict[str, int] = {}
+    longest = 0
+    for pane in panes:
+        for field in _SUMMED:
+            sums[field] += getattr(pane, field)
+        for name, n in pane.toolCalls.items():
+            tools[name] = tools.get(name, 0) + n
+        for name, n in pane.errors.items():
+            errors[name] = errors.get(name, 0) + n
+        longest = max(longest, pane.approvalDecisionMsMax)
+    sums["costUsd"] = float(sums["costUsd"])
+    return msgspec.structs.replace(like, window=HOPPING, windowStartMs=start_ms,
+                                   windowEndMs=start_ms + HOPPING_MS, closed=closed,
+                                   toolCalls=tools, errors=errors,
+                                   approvalDecisionMsMax=longest, **sums)
+
+
+def _put(table: Any, key: bytes, partition: int, value: bytes | None) -> None:
+    """Write (None: delete with a tombstone) one entry in the given changelog partition."""
+    if value is None:
+        table.data.pop(key, None)
+        table.send_changelog(partition, key, None, value_serializer="raw")
+    else:
+        table.data[key] = value
+        table.send_changelog(partition, key, value)
+
+
+Group = tuple[str, str, int]  # provider, model, partition
+
+
+class FleetStage:
+    """The stage's logic over its two tables; the Faust wiring is `add_fleet`."""
+
+    def __init__(self, settings: Settings, registry: Registry,
+                 metrics: WorkerMetrics | None = None):
+        self.settings = settings
+        self.metrics = metrics
+        self.grace_ms = int(settings.fleet_grace * 1000)
+        self.lock = asyncio.Lock()
+        self.dirty: set[bytes] = set()  # panes changed since the last publication
+        self.clocks: dict[int, int] = {}  # stream time per partition, in memory
+        self.final: set[bytes] = set()  # windows whose closed record was published
+        self.windows: Any = None
+        self.sessions: Any = None
+        self.gauges = FleetGauges(registry, self)
+
+    def clock(self, partition: int) -> int:
+        """The partition's stream time (ms): the newest event time counted on it."""
+        known = self.clocks.get(partition)
+        if known is None:
+            raw = self.windows.data.get(_CLOCK + str(partition).encode())
+            known = self.clocks[partition] = _decode_int(raw) if raw else 0
+        return known
+
+    # -- per batch --------------------------------------------------------------
+
+    async def count(self, events: list[Any]) -> None:
+        """Count one batch (under the stage's lock); a failure is logged, never raised:
+        counting must not stop the stream it reads."""
+        async with self.lock:
+            t0 = time.perf_counter()
+            try:
+                self.process(events)
+            except Exception:
+                log.exception("fleet: a batch could not be counted")
+            if self.metrics is not None:
+                self.metrics.counted("fleet", len(events), time.perf_counter() - t0)
+
+    def process(self, events: Iterable[Any]) -> int:
+        """Count a batch of agents.canonical events into the pane table. Returns the
+        number of late events dropped."""
+        windows, sessions = self.windows, self.sessions
+        acc: dict[bytes, dict[str, Any]] = {}
+        acc_offset: dict[bytes, int] = {}
+        stored: dict[bytes, _Stored | None] = {}
+        states: dict[bytes, tuple[int, FleetSession | None, bool]] = {}
+        late = 0
+        for event in events:
+            value = event.value
+            msg = event.message
+            p = msg.partition
+            ts_ms = int(msg.timestamp * 1000) if msg.timestamp else 0
+            clock = self.clock(p)
+            if ts_ms > clock:
+                clock = self.clocks[p] = ts_ms
+            if not value or event_type(value) not in _RELEVANT:
+                continue
+            try:
+                e = _decode_event(value)
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                continue  # the chat projection dead-letters what is not a canonical event
+            key = event.key or b""
+            if key in states:
+                _, session, changed = states[key]
+            else:
+                raw_session = sessions.data.get(key)
+                session, changed = (_decode_session(raw_session) if raw_session else None), False
+            if session is None:
+                session = FleetSession()
+            before = (session.model, session.pending)
+            if e.type == "turn.started" and e.payload.model:
+                session.model = clean_label(e.payload.model)
+            elif e.type == "model.rerouted" and e.payload.toModel:
+                session.model = clean_label(e.payload.toModel)
+            contribs = contributions(e, session, ts_ms)
+            changed = changed or (session.model, session.pending) != before
+            states[key] = (p, None, True) if e.type == "session.exited" else (p, session, changed)
+            if not contribs:
+                continue
+            minute = ts_ms - ts_ms % MINUTE_MS
+            if minute + MINUTE_MS + self.grace_ms <= clock:
+                late += 1  # its minute is closed: counted nowhere
+                continue
+            pkey = pane_key(clean_label(e.provider), session.model, minute, p)
+            if pkey not in stored:
+                raw = windows.data.get(pkey)
+                stored[pkey] = _decode_stored(raw) if raw else None
+            prior = stored[pkey]
+            if prior is not None and msg.offset <= prior.offset:
+                continue  # counted before a crash: this is a redelivery
+            _add(acc.setdefault(pkey, {}), contribs)
+            acc_offset[pkey] = msg.offset
+        for pkey, fields in acc.items():
+            prior = stored[pkey]
+            provider, model, minute, p = _parse_pane(pkey)
+            base = prior.metrics if prior is not None else FleetMetrics(
+                schemaVersion=FLEET_SCHEMA_VERSION, window=TUMBLING, windowStartMs=minute,
+                windowEndMs=minute + MINUTE_MS, provider=provider, model=model, partition=p)
+            _put(windows, pkey, p, _encode(_Stored(acc_offset[pkey], _merge(base, fields))))
+            self.dirty.add(pkey)
+        for key, (p, session, changed) in states.items():
+            if session is None:
+                if key in sessions.data:
+                    _put(sessions, key, p, None)
+            elif changed:
+                _put(sessions, key, p, _encode(session))
+        if late:
+            self.gauges.late.inc((), late)
+        return late
+
+    # -- publishing ----------------------------------------------------------------
+
+    def panes(self) -> dict[Group, dict[int, FleetMetrics]]:
+        """Every pane in the table, by (provider, model, partition) and minute."""
+        groups: dict[Group, dict[int, FleetMetrics]] = {}
+        data = self.windows.data
+        for key in list(data.keys()):
+            if key.startswith(_CLOCK):
+                continue
+            raw = data.get(key)
+            if raw is None:
+                continue
+            provider, model, minute, p = _parse_pane(key)
+            groups.setdefault((provider, model, p), {})[minute] = _decode_stored(raw).metrics
+        return groups
+
+    def due(self) -> tuple[list[Item], list[tuple[bytes, int]]]:
+        """The agents.metrics records to publish now (the windows whose panes changed,
+        and those that closed, with `closed: true`), and the panes to remove once they
+        are delivered (no open window holds them any more)."""
+        items: list[Item] = []
+        remove: list[tuple[bytes, int]] = []
+        grace, final = self.grace_ms, self.final
+        for (provider, model, p), panes in self.panes().items():
+            clock = self.clock(p)
+            dirty = {m for m in panes if pane_key(provider, model, m, p) in self.dirty}
+            for minute, pane in panes.items():
+                closed = minute + MINUTE_MS + grace <= clock
+                rkey = record_key(TUMBLING, provider, model, minute, p)
+                if minute in dirty or (closed and rkey not in final):
+                    items.append((METRICS_TOPIC, encode_fleet_metrics(
+                        msgspec.structs.replace(pane, closed=closed)), rkey, p, None))
+                    if closed:
+                        final.add(rkey)
+                if minute + HOPPING_MS + grace <= clock:
+                    remove.append((pane_key(provider, model, minute, p), p))
+            starts = {m - k * MINUTE_MS for m in panes for k in range(5)}
+            for start in sorted(starts):
+                members = [m for m in range(start, start + HOPPING_MS, MINUTE_MS) if m in panes]
+                closed = start + HOPPING_MS + grace <= clock
+                rkey = record_key(HOPPING, provider, model, start, p)
+                if dirty.intersection(members) or (closed and rkey not in final):
+                    value = hopping_window((panes[m] for m in members), start, closed,
+                                           panes[members[0]])
+                    items.append((METRICS_TOPIC, encode_fleet_metrics(value), rkey, p, None))
+                    if closed:
+                        final.add(rkey)
+        return items, remove
+
+    async def flush(self, publish: Callable[[list[Item]], Awaitable[None]]) -> int:
+        """Publish what is due and wait for delivery; then store the stream times and
+        forget the panes no open window holds. Returns the number of records published."""
+        async with self.lock:
+            items, remove = self.due()
+            if items:
+                await publish(items)
+            self.dirty.clear()
+            for p, clock in self.clocks.items():
+                key = _CLOCK + str(p).encode()
+                raw = self.windows.data.get(key)
+                if clock and (raw is None or _decode_int(raw) < clock):
+                    _put(self.windows, key, p, _encode(clock))
+            for key, p in remove:
+                _put(self.windows, key, p, None)
+            if remove:  # forget the closed windows none of whose panes is left
+                live = set(self.windows.data.keys())
+                self.final = {r for r in self.final if any(k in live for k in _panes_of(r))}
+            return len(items)
+
+    async def on_recover(self) -> None:
+        """After a rebalance: read the stream times again from the table, and republish
+        every window this worker now holds (the worker that had them may not have
+        published their last update)."""
+        self.clocks.clear()
+        self.final.clear()
+        if self.windows is not None:
+            self.dirty.update(k for k in list(self.windows.data.keys())
+                              if not k.startswith(_CLOCK))
+
+
+def _panes_of(rkey: bytes) -> list[bytes]:
+    """The pane keys a published window covers."""
+    kind, rest = rkey.split(b"|", 1)
+    provider, model_start_p = rest.split(b"|", 1)
+    model, start, p = model_start_p.rsplit(b"|", 2)
+    n = 5 if kind == HOPPING.encode() else 1
+    return [b"|".join((provider, model, str(int(start) + k * MINUTE_MS).encode(), p))
+            for k in range(n)]
+
+
+class FleetGauges:
+    """The current windows as Prometheus gauges, computed from the pane table at
+    scrape time: for each partition this worker holds, the tumbling-1m window holding
+    the partition's stream time, and the hopping-5m window that holds it and started
+    earliest (the last five minutes), summed per provider and model. Across workers,
+    sum them."""
+
+    def __init__(self, registry: Registry, stage: FleetStage | None):
+        self.stage = stage
+        self._cache: tuple[float, dict[str, dict[Labels, float]]] = (0.0, {})
+        w = ("window", "provider", "model")
+        specs = [
+            ("turns", "Turns in the current window, by state (started, completed, failed, "
+                      "interrupted).", (*w, "state")),
+            ("tool_calls", "Tool calls started in the current window, by normalised tool name.",
+             (*w, "tool")),
+            ("approvals", "Approval requests in the current window: requested, resolved, "
+                          "denied.", (*w, "outcome")),
+            ("approval_decision_seconds_sum", "Seconds from approval request to decision, "
+                                              "summed over the current window's decisions.", w),
+            ("approval_decision_seconds_max", "Longest approval decision in the current "
+                                              "window, seconds.", w),
+            ("approval_decisions", "Approval decisions with a known request time in the "
+                                   "current window.", w),
+            ("tokens", "Tokens reported by turn.completed in the current window "
+                       "(direction in, out).", (*w, "direction")),
+            ("cost_usd", "Cost reported by turn.completed in the current window, USD.", w),
+            ("errors", "runtime.error events in the current window, by class.",
+             (*w, "error_class")),
+        ]
+        self.gauges: dict[str, Gauge] = {}
+        for short, help, labels in specs:
+            self.gauges[short] = registry.add(Gauge(f"canonflow_fleet_{short}", help, labels,
+                                                    collect=self._collector(short)))
+        self.open_panes = registry.add(Gauge(
+            "canonflow_fleet_open_panes",
+            "One-minute panes held in this worker's fleet table (each in up to six open "
+            "windows).", collect=self._collector("_open")))
+        self.late = registry.add(Counter(
+            "canonflow_fleet_late_events_total",
+            "Canonical events that arrived after their minute had closed (not counted)."))
+
+    def _collector(self, short: str) -> Callable[[], dict[Labels, float]]:
+        return lambda: self._values().get(short, {})
+
+    def _values(self) -> dict[str, dict[Labels, float]]:
+        now = time.monotonic()
+        at, values = self._cache
+        if now - at < 0.5:
+            return values
+        values = self._compute()
+        self._cache = (now, values)
+        return values
+
+    def _compute(self) -> dict[str, dict[Labels, float]]:
+        out: dict[str, dict[Labels, float]] = {}
+        stage = self.stage
+        if stage is None or stage.windows is None:
+            return out
+
+        def add(short: str, labels: Labels, value: float) -> None:
+            d = out.setdefault(short, {})
+            d[labels] = d.get(labels, 0) + value
+
+        n_panes = 0
+        for (provider, model, p), panes in stage.panes().items():
+            n_panes += len(panes)
+            clock = stage.clock(p)
+            minute = clock - clock % MINUTE_MS
+            current = {TUMBLING: [panes[minute]] if minute in panes else [],
+                       HOPPING: [panes[m] for m in range(minute - 4 * MINUTE_MS,
+                                                         minute + MINUTE_MS, MINUTE_MS)
+                                 if m in panes]}
+            for kind, members in current.items():
+                if not members:
+                    continue
+                m = hopping_window(members, 0, False, members[0])
+                base = (kind, provider, model)
+                for state, n in (("started", m.turnsStarted), ("completed", m.turnsCompleted),
+                                 ("failed", m.turnsFailed), ("interrupted", m.turnsInterrupted)):
+                    add("turns", (*base, state), n)
+                for tool, n in m.toolCalls.items():
+                    add("tool_calls", (*base, tool), n)
+                for outcome, n in (("requested", m.approvalsRequested),
+                                   ("resolved", m.approvalsResolved),
+                                   ("denied", m.approvalsDenied)):
+                    add("approvals", (*base, outcome), n)
+                add("approval_decision_seconds_sum", base, m.approvalDecisionMsSum / 1000)
+                longest = out.setdefault("approval_decision_seconds_max", {})
+                longest[base] = max(longest.get(base, 0.0), m.approvalDecisionMsMax / 1000)
+                add("approval_decisions", base, m.approvalDecisions)
+                add("tokens", (*base, "in"), m.tokensIn)
+                add("tokens", (*base, "out"), m.tokensOut)
+                add("cost_usd", base, m.costUsd)
+                for cls, n in m.errors.items():
+                    add("errors", (*base, cls), n)
+        out["_open"] = {(): float(n_panes)}
+        return out
+
+
+def add_fleet(app: Any, settings: Settings, canonical: Any, metrics: WorkerMetrics,
+              publish: Callable[[list[Item]], Awaitable[None]], *,
+              own_agent: bool) -> FleetStage:
+    """Wire the stage into a Faust app: its two tables, the timer that publishes to
+    agents.metrics, and with `own_agent` its own agent on agents.canonical. Without,
+    the caller runs `stage.count(events)` on the batches of its own agent on
+    agents.canonical (the chat projection's): Faust's cost is per event and per
+    agent, so one agent reading the topic for both stages costs about half of two."""
+    stage = FleetStage(settings, metrics.registry, metrics)
+    app.topic(METRICS_TOPIC, key_serializer="raw", value_serializer="raw",
+              partitions=settings.partitions)
+    stage.windows = app.Table("fleet.windows", partitions=settings.partitions,
+                              key_type=bytes, value_type=bytes, default=None)
+    stage.sessions = app.Table("fleet.sessions", partitions=settings.partitions,
+                               key_type=bytes, value_type=bytes, default=None)
+    stage.windows.on_recover(stage.on_recover)
+
+    async def fleet(stream: Any) -> None:
+        async for events in stream.take_events(settings.batch_max, settings.batch_within):
+            await stage.count(events)
+
+    async def publish_windows() -> None:
+        async def deliver(items: list[Item]) -> None:
+            t0 = time.perf_counter()
+            await publish(items)
+            metrics.publish_seconds.observe(("fleet",), time.perf_counter() - t0)
+            metrics.count_outputs(items)
+
+        await stage.flush(deliver)
+
+    if own_agent:
+        app.agent(canonical, name="fleet")(fleet)
+    app.timer(settings.fleet_publish_interval, name="fleet.publish")(publish_windows)
+    return stage

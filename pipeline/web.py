@@ -1,0 +1,253 @@
+"""The worker's own HTTP endpoints, on Faust's web server (loopback by default):
+
+- `GET /metrics`: every metric of `pipeline.metrics` in the Prometheus text format.
+- `GET /health`: JSON; 200 with `"status": "ok"` when the broker answers the last
+  probe, no output is waiting on a failed delivery and table recovery is over;
+  503 with `"status": "degraded"` and the reasons otherwise. Also: the broker's last
+  error, the assigned partitions, recovery, and when each agent last finished a batch.
+
+Use /health for readiness (a degraded worker does not process, or not yet), not for
+liveness: during a broker outage every worker is degraded and restarting them helps
+nothing (Faust's `/` answers as long as the process runs).
+
+The views are `app.page` views (Faust's public web API), registered by
+`install_web`; the gauges that describe Faust's state (assignment, consumer lag,
+rebalances, recovery, tables) are read from Faust's public attributes at scrape time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from pipeline.metrics import CONTENT_TYPE, Labels, WorkerMetrics
+from pipeline.settings import Settings
+
+log = logging.getLogger("canonflow.web")
+
+#: Table sizes on RocksDB are counted at most this often (it counts by iterating keys).
+TABLE_SIZE_INTERVAL = 30.0
+
+
+def _is_source(topic: str) -> bool:
+    """A topic the agents consume (not a table changelog or Faust's own)."""
+    return not topic.endswith("-changelog") and "__assignor" not in topic
+
+
+class Health:
+    """What /health reports, kept up to date by the probe, the agents and Faust's
+    rebalance signals."""
+
+    def __init__(self) -> None:
+        self.broker_ok: bool | None = None  # None: not probed yet
+        self.broker_error: str | None = None
+        self.broker_error_at: float | None = None
+        self.broker_ok_at: float | None = None
+        self.output_failing: set[str] = set()  # agents whose batch waits on a failed send
+        self.output_error: str | None = None
+        self.output_error_at: float | None = None
+        self.assigned_at: float | None = None  # monotonic
+        self.recovery_seconds: float | None = None
+        self.recovered_at: float | None = None  # unix time
+
+    def probe_ok(self) -> None:
+        self.broker_ok, self.broker_ok_at = True, time.time()
+
+    def probe_failed(self, error: BaseException) -> None:
+        self.broker_ok = False
+        self.broker_error = f"{type(error).__name__}: {error}"[:500]
+        self.broker_error_at = time.time()
+
+    def send_failed(self, agent: str, error: BaseException) -> None:
+        self.output_failing.add(agent)
+        self.output_error = f"{type(error).__name__}: {error}"[:500]
+        self.output_error_at = time.time()
+
+    def send_ok(self, agent: str) -> None:
+        self.output_failing.discard(agent)
+
+    def report(self, app: Any, metrics: WorkerMetrics) -> tuple[int, dict[str, Any]]:
+        """(HTTP status, JSON body) of /health."""
+        reasons = []
+        if self.broker_ok is None:
+            reasons.append("broker not probed yet")
+        elif not self.broker_ok:
+            reasons.append("broker unreachable")
+        if self.output_failing:
+            reasons.append("output delivery failing (retrying): "
+                           + ", ".join(sorted(self.output_failing)))
+        recovering = _recovering(app)
+        if recovering:
+            reasons.append("rebalancing or recovering tables")
+        partitions: dict[str, list[int]] = {}
+        for tp in _assignment(app):
+            if _is_source(tp.topic):
+                partitions.setdefault(tp.topic, []).append(tp.partition)
+        now = time.time()
+        body = {
+            "status": "degraded" if reasons else "ok",
+            "reasons": reasons,
+            "broker": {"reachable": self.broker_ok, "lastError": self.broker_error,
+                       "lastErrorAt": self.broker_error_at, "lastOkAt": self.broker_ok_at},
+            "output": {"failing": sorted(self.output_failing), "lastError": self.output_error,
+                       "lastErrorAt": self.output_error_at},
+            "partitions": {t: sorted(ps) for t, ps in sorted(partitions.items())},
+            "assignedPartitions": sum(len(ps) for ps in partitions.values()),
+            "recovery": {"finished": not recovering, "lastSeconds": self.recovery_seconds,
+                         "lastAt": self.recovered_at},
+            "lastBatchAt": dict(sorted(metrics.last_batch_at.items())),
+            "lastBatchAgeSeconds": {a: round(now - t, 3)
+                                    for a, t in sorted(metrics.last_batch_at.items())},
+        }
+        return (503 if reasons else 200), body
+
+
+def _assignment(app: Any) -> set[Any]:
+    try:
+        return set(app.consumer.assignment())
+    except Exception:  # the consumer is not started yet
+        return set()
+
+
+def _recovering(app: Any) -> bool:
+    tables = getattr(app, "tables", None)
+    recovery = getattr(tables, "recovery", None) if tables is not None else None
+    done = recovery is not None and recovery.completed.is_set()
+    return bool(app.rebalancing or getattr(app, "in_recovery", False) or not done)
+
+
+class AppGauges:
+    """The gauges read from Faust at scrape time."""
+
+    def __init__(self, app: Any, metrics: WorkerMetrics, health: Health,
+                 tables: Mapping[str, Any]):
+        self.app, self.metrics, self.health, self.tables = app, metrics, health, tables
+        self._sizes: dict[str, int] = {}
+        self._sizes_at = 0.0
+        self._lag: dict[Labels, float] = {}
+        metrics.consumer_lag.collect = lambda: self._lag
+        metrics.assigned.collect = self._assigned
+        metrics.table_entries.collect = lambda: {(n,): float(v) for n, v in self._sizes.items()}
+        metrics.active_sessions.collect = lambda: {
+            (n.split(".", 1)[1],): float(v) for n, v in self._sizes.items()
+            if n.startswith("sessions.")}
+        metrics.open_turns.collect = lambda: {
+            (p,): float(len(keys)) for p, keys in metrics.turns_open.items()}
+        metrics.recovering.collect = lambda: {(): float(_recovering(app))}
+        metrics.broker_up.collect = lambda: (
+            {} if health.broker_ok is None else {(): float(health.broker_ok)})
+        metrics.recovery_seconds.collect = lambda: (
+            {} if health.recovery_seconds is None else {(): health.recovery_seconds})
+        metrics.recovery_at.collect = lambda: {(): health.recovered_at or 0.0}
+
+    def _assigned(self) -> dict[Labels, float]:
+        out: dict[Labels, float] = {}
+        for tp in _assignment(self.app):
+            if _is_source(tp.topic):
+                out[(tp.topic,)] = out.get((tp.topic,), 0) + 1
+        return out
+
+    async def refresh(self) -> None:
+        """Read what needs awaiting before a scrape: consumer lag, table sizes."""
+        app = self.app
+        self.metrics.rebalances.values[()] = float(getattr(app, "rebalancing_count", 0))
+        now = time.monotonic()
+        cheap = self.app.conf.store.scheme == "memory"  # len() of a dict; RocksDB iterates
+        if cheap or now - self._sizes_at >= TABLE_SIZE_INTERVAL or not self._sizes:
+            self._sizes_at = now
+            self._sizes = {name: _size(t) for name, t in self.tables.items()}
+        self._lag = await self._consumer_lag()
+
+    async def _consumer_lag(self) -> dict[Labels, float]:
+        app = self.app
+        tps = [tp for tp in _assignment(app) if _is_source(tp.topic)]
+        committed = getattr(app.monitor, "tp_committed_offsets", {}) or {}
+        lag: dict[Labels, float] = {}
+        unknown = []
+        for tp in tps:
+            try:
+                high = app.consumer.highwater(tp)
+            except Exception:
+                high = None
+            if high is None or high < 0:
+                continue
+            done = committed.get(tp)
+            if done is None:
+                unknown.append((tp, high))
+            else:
+                lag[(tp.topic, str(tp.partition))] = float(max(0, high - done))
+        if unknown:
+            # not committed by this worker yet: the fetch position starts at the
+            # group's committed offset (Faust seeks there on assignment)
+            async def position(tp: Any) -> Any:
+                return await app.consumer.position(tp)
+
+            try:
+                positions = await asyncio.wait_for(
+                    asyncio.gather(*(position(tp) for tp, _ in unknown),
+                                   return_exceptions=True), timeout=2.0)
+            except TimeoutError:
+                positions = [None] * len(unknown)
+            for (tp, high), pos in zip(unknown, positions, strict=True):
+                if isinstance(pos, int) and pos >= 0:
+                    lag[(tp.topic, str(tp.partition))] = float(max(0, high - pos))
+        return lag
+
+
+def _size(table: Any) -> int:
+    try:
+        return len(table.data)
+    except Exception:  # a store that is not open (no partition assigned yet)
+        return 0
+
+
+def install_web(app: Any, settings: Settings, metrics: WorkerMetrics, health: Health,
+                tables: Mapping[str, Any], probe: Callable[[], Awaitable[None]]) -> None:
+    """Register /metrics and /health on the app's web server, the broker probe, and
+    the rebalance bookkeeping. `probe` raises when the broker cannot be reached."""
+    gauges = AppGauges(app, metrics, health, tables)
+
+    async def on_assigned(sender: Any, *args: Any, **kwargs: Any) -> None:
+        health.assigned_at = time.monotonic()
+
+    async def on_complete(sender: Any, *args: Any, **kwargs: Any) -> None:
+        if health.assigned_at is not None:
+            health.recovery_seconds = time.monotonic() - health.assigned_at
+            health.recovered_at = time.time()
+
+    app.on_partitions_assigned.connect(on_assigned)
+    app.on_rebalance_complete.connect(on_complete)
+
+    async def broker_probe() -> None:
+        while True:
+            try:
+                await asyncio.wait_for(probe(), timeout=settings.health_probe_timeout)
+            except Exception as e:  # timeouts and every Kafka error: unreachable
+                if health.broker_ok is not False:
+                    log.warning("broker probe failed: %s", e or type(e).__name__)
+                health.probe_failed(e if str(e) else TimeoutError("no answer within "
+                                                                  f"{settings.health_probe_timeout}s"))
+            else:
+                if health.broker_ok is False:
+                    log.warning("broker reachable again")
+                health.probe_ok()
+            await asyncio.sleep(settings.health_probe_interval)
+
+    app.task(broker_probe)
+
+    if not settings.web_enabled:
+        return
+
+    async def metrics_view(self: Any, request: Any) -> Any:
+        await gauges.refresh()
+        return self.bytes(metrics.registry.render(), headers={"Content-Type": CONTENT_TYPE})
+
+    async def health_view(self: Any, request: Any) -> Any:
+        status, body = health.report(app, metrics)
+        return self.json(body, status=status)
+
+    app.page("/metrics", name="canonflow_metrics")(metrics_view)
+    app.page("/health", name="canonflow_health")(health_view)

@@ -1,0 +1,354 @@
+"""The fleet-metrics stage: its counting rules on their own, then captures through a
+real worker and broker into agents.metrics (windows, models, approvals, tokens, cost,
+closing, late events) and the Prometheus gauges of the current windows."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from pipeline.broker import EmbeddedBroker
+from pipeline.fleet import FleetSession, contributions, usage_tokens, window_starts
+from pipeline.kafka_io import RawRecord, follow, produce, records_from_file
+from tests.pipeline.test_metrics import (
+    CAPTURED,
+    closed_turns,
+    health,
+    read_keys,
+    scrape,
+    started,
+    wait_for,
+    worker_settings,
+)
+from topics.catalog import CANONICAL_TOPIC, METRICS_TOPIC
+from topics.metrics import decode_fleet_metrics
+
+GOLDENS = Path(__file__).resolve().parents[1] / "adapters" / "goldens"
+JAN_1 = 1_767_225_600_000  # 2026-01-01T00:00:00Z, the claude golden's capture times
+MINUTE = 60_000
+
+
+# ---- the rules -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("usage, tokens", [
+    ({"input_tokens": 1200, "cache_read_input_tokens": 9, "output_tokens": 84}, (1200, 84)),
+    ({"total": {"inputTokens": 2400, "outputTokens": 80},
+      "last": {"inputTokens": 1200, "outputTokens": 40}}, (1200, 40)),
+    ({"total": {"inputTokens": 2400, "outputTokens": 80}}, (2400, 80)),
+    ({"input": 500, "output": 9, "reasoning": 0}, (500, 9)),
+    ({"token_count": {"input_tokens": 2400, "output_tokens": 80},
+      "model_usage": [{"model": "m", "token_count": {"input_tokens": 1}}]}, (2400, 80)),
+    ({"total_tokens": 3720, "input_tokens": 3600, "output_tokens": 120, "input": 3600},
+     (3600, 120)),
+    ({"prompt_tokens": 7, "completion_tokens": 3}, (7, 3)),
+    (None, (0, 0)),
+    ({"input_tokens": True, "output_tokens": "12"}, (0, 0)),
+])
+def test_tokens_are_read_from_every_runtimes_usage_shape(usage, tokens):
+    assert usage_tokens(usage) == tokens
+
+
+def test_a_minute_belongs_to_one_tumbling_and_five_hopping_windows():
+    minute = JAN_1 + 7 * MINUTE
+    starts = window_starts(minute)
+    assert [s for k, s in starts if k == "tumbling-1m"] == [minute]
+    assert sorted(s for k, s in starts if k == "hopping-5m") == \
+        [minute - n * MINUTE for n in (4, 3, 2, 1, 0)]
+
+
+def _event(t: str, request_id: str | None = None, **payload: Any) -> Any:
+    from pipeline.fleet import _decode_event
+
+    return _decode_event(json.dumps({"type": t, "provider": "p", "requestId": request_id,
+                                     "payload": payload}))
+
+
+def test_approvals_count_denials_and_the_time_to_decision():
+    session = FleetSession()
+    assert contributions(_event("request.opened", "r1", requestType="file_change_approval"),
+                         session, 1_000) == [("approvalsRequested", 1)]
+    assert session.pending == {"r1": 1_000}
+    out = contributions(_event("request.resolved", "r1", requestType="file_change_approval",
+                               decision="reject_once"), session, 4_500)
+    assert out == [("approvalsResolved", 1), ("approvalsDenied", 1), ("approvalDecisions", 1),
+                   ("approvalDecisionMsSum", 3_500), ("approvalDecisionMsMax", 3_500)]
+    assert session.pending == {}
+    # a decision whose opening was not seen is counted, not timed; questions are no approvals
+    assert contributions(_event("request.resolved", "r2", requestType="exec_command_approval",
+                                decision="accept"), session, 5_000) == [("approvalsResolved", 1)]
+    assert contributions(_event("request.opened", "q", requestType="tool_user_input"),
+                         session, 5_000) == []
+
+
+def test_turn_ends_tools_and_errors_are_classified():
+    s = FleetSession()
+    assert contributions(_event("turn.completed", state="failed"), s, 0) == [("turnsFailed", 1)]
+    assert contributions(_event("turn.completed", state="cancelled", totalCostUsd=0.5,
+                                usage={"input": 3, "output": 4}), s, 0) == [
+        ("turnsInterrupted", 1), ("tokensIn", 3), ("tokensOut", 4), ("costUsd", 0.5)]
+    assert contributions(_event("item.started", itemType="mcp_tool_call",
+                                toolName="mcp__fs__read"), s, 0) == \
+        [("toolCalls", ("mcp__fs__read", 1))]
+    assert contributions(_event("item.started", itemType="web_search"), s, 0) == \
+        [("toolCalls", ("web_search", 1))]
+    assert contributions(_event("item.started", itemType="assistant_message"), s, 0) == []
+    assert contributions(_event("runtime.error", **{"class": "provider_error"}), s, 0) == \
+        [("errors", ("provider_error", 1))]
+
+
+# ---- through the broker ------------------------------------------------------------
+
+pytestmark_broker = pytest.mark.broker
+
+
+@pytest.fixture
+def own_broker(tmp_path: Path) -> Iterator[EmbeddedBroker]:
+    """A broker of the test's own: on the shared one, other tests' events would move
+    the partitions' stream time and count in the windows."""
+    with EmbeddedBroker(log_path=str(tmp_path / "tansu.log")) as b:
+        yield b
+
+
+def _retimed(path: Path, tmp_path: Path, base_ms: int) -> Path:
+    """A copy of a capture whose lines carry capture times base_ms, base_ms + 10, ..."""
+    out = tmp_path / path.name
+    lines = [json.loads(x) for x in path.read_bytes().splitlines() if x.strip()]
+    out.write_text("".join(json.dumps({**x, "t": base_ms + 10 * i}) + "\n"
+                           for i, x in enumerate(lines)))
+    return out
+
+
+def _partition(key: bytes, n: int) -> int:
+    from aiokafka.partitioner import murmur2
+
+    return (murmur2(key) & 0x7FFFFFFF) % n
+
+
+COUNTS = ("turnsStarted", "turnsCompleted", "turnsFailed", "turnsInterrupted", "toolCalls",
+          "approvalsRequested", "approvalsResolved", "approvalsDenied", "approvalDecisions",
+          "approvalDecisionMsSum", "approvalDecisionMsMax", "tokensIn", "tokensOut", "costUsd",
+          "errors")
+
+
+class MetricsView:
+    """agents.metrics as a consumer keeps it: the last record per key, summed per window
+    over partitions."""
+
+    def __init__(self) -> None:
+        self.last: dict[bytes, Any] = {}
+
+    def add(self, rec: Any) -> None:
+        self.last[rec.key] = decode_fleet_metrics(rec.value)
+
+    def windows(self, provider: str) -> dict[tuple[str, int, str], dict[str, Any]]:
+        out: dict[tuple[str, int, str], dict[str, Any]] = defaultdict(dict)
+        for m in self.last.values():
+            if m.provider != provider:
+                continue
+            w = out[(m.window, m.windowStartMs, m.model)]
+            for field in COUNTS:
+                value = getattr(m, field)
+                if isinstance(value, dict):
+                    merged = w.setdefault(field, {})
+                    for k, v in value.items():
+                        merged[k] = merged.get(k, 0) + v
+                elif field == "approvalDecisionMsMax":
+                    w[field] = max(w.get(field, 0), value)
+                else:
+                    w[field] = w.get(field, 0) + value
+            w["closed"] = w.get("closed", True) and m.closed
+        return dict(out)
+
+
+def _expected(minute: int, model: str, closed: bool | None = None, **counts: Any
+              ) -> dict[tuple[str, int, str], dict[str, Any]]:
+    zero: dict[str, Any] = {f: ({} if f in ("toolCalls", "errors") else 0) for f in COUNTS}
+    value = {**zero, **counts}
+    out = {("tumbling-1m", minute, model): dict(value)}
+    for n in range(5):
+        out[("hopping-5m", minute - n * MINUTE, model)] = dict(value)
+    if closed is not None:
+        for v in out.values():
+            v["closed"] = closed
+    return out
+
+
+def _without_closed(windows: dict[Any, dict[str, Any]]) -> dict[Any, dict[str, Any]]:
+    return {k: {f: v for f, v in w.items() if f != "closed"} for k, w in windows.items()}
+
+
+def _watch(settings: Any, view: MetricsView, done: Any, timeout: float = 90.0) -> bool:
+    """Follow agents.metrics into `view` until done(view) (False on timeout)."""
+    ok = False
+
+    def take(rec: Any) -> bool:
+        nonlocal ok
+        view.add(rec)
+        ok = bool(done(view))
+        return ok
+
+    view.last.clear()
+    asyncio.run(follow(settings, [METRICS_TOPIC], take, deadline=time.monotonic() + timeout))
+    return ok
+
+
+@pytestmark_broker
+def test_fleet_windows_reach_agents_metrics_close_and_drop_late_events(own_broker, tmp_path):
+    settings = worker_settings(own_broker.url, tmp_path, fleet_publish_interval=0.5)
+    worker = started(settings, tmp_path)
+    try:
+        wait_for(lambda: health(settings.web_port)[0] == 200, "a healthy worker", worker=worker)
+
+        # 1. Claude (its golden's times, 2026-01-01 00:00): two approvals, one denied
+        asyncio.run(produce(settings, "claude", "fleet-claude", records_from_file(
+            str(GOLDENS / "claude" / "edit_permission.in.jsonl"), "capture")))
+        read_keys(settings, CANONICAL_TOPIC, {b"fleet-claude"}, closed_turns(1), worker=worker)
+        claude = _expected(JAN_1, "unknown", turnsStarted=1, turnsCompleted=1,
+                           toolCalls={"Edit": 1, "Write": 1}, approvalsRequested=2,
+                           approvalsResolved=2, approvalsDenied=1, approvalDecisions=2,
+                           approvalDecisionMsSum=20, approvalDecisionMsMax=10,
+                           tokensIn=1200, tokensOut=84, costUsd=0.0112)
+        view = MetricsView()
+        assert _watch(settings, view, lambda v: _without_closed(v.windows("claude")) == claude), \
+            view.windows("claude")
+
+        # 2. Ten minutes later on the same partition: its stream time passes the windows'
+        #    ends (plus the grace minute), so they close, whole, and leave the table
+        asyncio.run(produce(settings, "claude", "fleet-claude", [RawRecord(
+            b'{"type":"telemetry_ping"}', "agent", JAN_1 + 10 * MINUTE)]))
+        closed = _expected(JAN_1, "unknown", closed=True, **{
+            f: v for f, v in claude[("tumbling-1m", JAN_1, "unknown")].items()})
+        assert _watch(settings, view, lambda v: v.windows("claude") == closed), \
+            view.windows("claude")
+
+        # 3. ACP (its golden's times): both approvals rejected, the second turn cancelled
+        asyncio.run(produce(settings, "acp", "fleet-acp", records_from_file(
+            str(GOLDENS / "acp" / "permission_rejected.in.jsonl"), "capture")))
+        read_keys(settings, CANONICAL_TOPIC, {b"fleet-acp"}, closed_turns(2), worker=worker)
+        acp_minute = 1_795_975_860_000  # 2026-11-29T18:11:00Z
+        acp = _expected(acp_minute, "unknown", turnsStarted=2, turnsCompleted=1,
+                        turnsInterrupted=1, toolCalls={"Write": 1, "Bash": 1},
+                        approvalsRequested=2, approvalsResolved=2, approvalsDenied=2,
+                        approvalDecisions=2, approvalDecisionMsSum=14,
+                        approvalDecisionMsMax=7)
+
+        # 4. Codex app-server, later still: the model comes from turn.started
+        codex_base = 1_796_000_000_000
+        codex_file = _retimed(CAPTURED / "codex" / "codex-app-server__approval_accept.capture.jsonl",
+                              tmp_path, codex_base)
+        asyncio.run(produce(settings, "codex", "fleet-codex",
+                            records_from_file(str(codex_file), "capture")))
+        read_keys(settings, CANONICAL_TOPIC, {b"fleet-codex"}, closed_turns(1), worker=worker)
+        codex_minute = codex_base - codex_base % MINUTE
+
+        def settled(v: MetricsView) -> bool:
+            codex = v.windows("codex")
+            return (_without_closed(v.windows("acp")) == acp
+                    and set(codex) == set(_expected(codex_minute, "gpt-5.5"))
+                    and all(w["turnsCompleted"] == 1 for w in codex.values()))
+
+        assert _watch(settings, view, settled), (view.windows("acp"), view.windows("codex"))
+        codex = view.windows("codex")
+        assert len({json.dumps(w, sort_keys=True) for w in codex.values()}) == 1  # one minute
+        w = codex[("tumbling-1m", codex_minute, "gpt-5.5")]
+        assert (w["turnsStarted"], w["toolCalls"], w["approvalsRequested"],
+                w["approvalsResolved"], w["approvalsDenied"], w["approvalDecisions"]) == \
+            (1, {"Bash": 1}, 1, 1, 0, 1)
+        assert w["approvalDecisionMsSum"] > 0
+        assert (w["tokensIn"], w["tokensOut"]) == (1200, 40)  # the turn's, not the thread's
+
+        # the gauges: codex's partition is at codex's time, so its windows are current
+        exp = scrape(settings.web_port)
+        assert exp.value("canonflow_fleet_turns", window="tumbling-1m", provider="codex",
+                         model="gpt-5.5", state="completed") == 1
+        assert exp.value("canonflow_fleet_tool_calls", window="hopping-5m", provider="codex",
+                         model="gpt-5.5", tool="Bash") == 1
+        assert exp.value("canonflow_fleet_tokens", window="tumbling-1m", provider="codex",
+                         model="gpt-5.5", direction="in") == 1200
+        assert exp.value("canonflow_fleet_approval_decisions", window="tumbling-1m",
+                         provider="codex", model="gpt-5.5") == 1
+        assert exp.value("canonflow_fleet_turns", window="tumbling-1m", provider="claude",
+                         model="unknown", state="started") is None  # closed and gone
+        assert exp.value("canonflow_fleet_late_events_total") == 0
+
+        # 5. A session on Claude's partition with times inside the closed windows: late
+        n = settings.partitions
+        late_key = next(f"fleet-late-{i}".encode() for i in range(1000)
+                        if _partition(f"fleet-late-{i}".encode(), n) ==
+                        _partition(b"fleet-claude", n))
+        late_file = _retimed(CAPTURED / "codex-exec" / "codex-exec__tool_shell.capture.jsonl",
+                             tmp_path, JAN_1 + 30_000)
+        asyncio.run(produce(settings, "codex-exec", late_key.decode(),
+                            records_from_file(str(late_file), "capture")))
+        read_keys(settings, CANONICAL_TOPIC, {late_key}, closed_turns(1), worker=worker)
+        late = 3  # turn.started, the Bash item, turn.completed
+        counted = wait_for(lambda: (v := scrape(settings.web_port).value(
+            "canonflow_fleet_late_events_total")) is not None and v >= late and v,
+            "late events counted", worker=worker)
+        assert counted == late
+        _watch(settings, view, lambda v: False, timeout=3)
+        assert view.windows("codex-exec") == {}
+        assert view.windows("claude") == closed
+    finally:
+        worker.stop()
+
+
+@pytestmark_broker
+def test_fleet_counts_survive_a_restart_without_counting_twice(own_broker, tmp_path):
+    """A worker killed (no clean shutdown, offsets maybe not committed) and a new one
+    that reads the same records again: the windows hold each event once. (Without the
+    chat projection, whose agent the stage otherwise shares: the stage's own agent.)"""
+    settings = worker_settings(own_broker.url, tmp_path, fleet_publish_interval=0.5,
+                               chat_enabled=False)
+    worker = started(settings, tmp_path, "worker-1")
+    try:
+        asyncio.run(produce(settings, "acp", "fleet-acp", records_from_file(
+            str(GOLDENS / "acp" / "permission_rejected.in.jsonl"), "capture")))
+        acp_minute = 1_795_975_860_000
+        want = _expected(acp_minute, "unknown", turnsStarted=2, turnsCompleted=1,
+                         turnsInterrupted=1, toolCalls={"Write": 1, "Bash": 1},
+                         approvalsRequested=2, approvalsResolved=2, approvalsDenied=2,
+                         approvalDecisions=2, approvalDecisionMsSum=14, approvalDecisionMsMax=7)
+        view = MetricsView()
+        assert _watch(settings, view, lambda v: _without_closed(v.windows("acp")) == want)
+        worker.kill()
+
+        worker = started(settings, tmp_path, "worker-2")
+        wait_for(lambda: health(settings.web_port)[0] == 200, "the new worker healthy",
+                 worker=worker)
+        # the new worker republishes what it recovered; nothing is counted twice
+        exp = wait_for(lambda: (e := scrape(settings.web_port)).value(
+            "canonflow_fleet_turns", window="tumbling-1m", provider="acp", model="unknown",
+            state="started") is not None and e, "recovered fleet windows", worker=worker)
+        assert exp.value("canonflow_fleet_turns", window="tumbling-1m", provider="acp",
+                         model="unknown", state="started") == 2
+        assert exp.value("canonflow_fleet_approvals", window="hopping-5m", provider="acp",
+                         model="unknown", outcome="denied") == 2
+        _watch(settings, view, lambda v: False, timeout=3)
+        assert _without_closed(view.windows("acp")) == want
+    finally:
+        worker.stop()
+
+
+def test_the_fleet_record_is_in_the_published_json_schema():
+    import jsonschema
+
+    from topics.metrics import FleetMetrics, encode_fleet_metrics
+    from topics.schema import schema
+
+    doc = schema()
+    record = FleetMetrics(schemaVersion=1, window="hopping-5m", windowStartMs=0,
+                          windowEndMs=300_000, provider="codex", model="gpt-5.5", partition=3,
+                          toolCalls={"Bash": 2}, errors={"provider_error": 1}, costUsd=0.25)
+    jsonschema.validate(json.loads(encode_fleet_metrics(record)),
+                        {**doc, "anyOf": [{"$ref": "#/$defs/FleetMetrics"}]})
+    assert msgspec.json.decode(encode_fleet_metrics(record), type=FleetMetrics) == record
