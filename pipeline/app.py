@@ -30,6 +30,7 @@ from pipeline.fleet import add_fleet
 from pipeline.metrics import Item, WorkerMetrics
 from pipeline.normalize import ChatProjector, Normalizer, internal_error
 from pipeline.settings import Settings
+from pipeline.tables import acting_for
 from pipeline.web import Health, install_web
 from topics.catalog import CANONICAL_TOPIC, CHAT_TOPIC, DEADLETTER_TOPIC, raw_topic
 
@@ -243,13 +244,18 @@ class _Sessions:
         self.last_seen: dict[bytes, float] = {}
 
 
-def _store(table: Any, key: bytes, partition: int, value: bytes | None) -> None:
+def _store(table: Any, key: bytes, partition: int, value: bytes | None,
+           event: Any = None) -> None:
     """Write (or, for None, delete with a changelog tombstone) one table entry in the
-    changelog partition of the records it came from."""
+    changelog partition of the records it came from. `event` is the last of those
+    records: the RocksDB store writes into the database of the current event's
+    partition (pipeline.tables)."""
     if value is None:
         table.data.pop(key, None)
         table.send_changelog(partition, key, None, value_serializer="raw")
     else:
+        if event is not None:
+            acting_for(event)
         table.data[key] = value
         table.send_changelog(partition, key, value)
 
@@ -289,7 +295,7 @@ def _add_batched_agent(app: faust.App, settings: Settings, name: str, source: fa
 
     async def _run_batch(events: Any) -> None:
         t0 = time.perf_counter()
-        states: dict[bytes, tuple[int, bytes | None]] = {}
+        states: dict[bytes, tuple[int, bytes | None, Any]] = {}
         items: list[Item] = []
         stamps: list[float] = []
         lines = 0
@@ -297,6 +303,8 @@ def _add_batched_agent(app: faust.App, settings: Settings, name: str, source: fa
             msg, key, value = event.message, event.key, event.value
             ts = msg.timestamp
             try:
+                if key is not None and key not in states:
+                    acting_for(event)  # the RocksDB store reads this record's partition
                 stored = (states[key][1] if key in states else table.get(key)
                           ) if key is not None else None
                 out = step.process(stored, key, value, partition=msg.partition,
@@ -315,7 +323,7 @@ def _add_batched_agent(app: faust.App, settings: Settings, name: str, source: fa
             for v in out.deadletters:
                 items.append((DEADLETTER_TOPIC, v, key, partition, ts_ms))
             if key is not None and (out.state is not None or out.delete):
-                states[key] = (partition, out.state)
+                states[key] = (partition, out.state, event)
             if provider is not None:
                 if value:
                     lines += value.count(b"\n") + (value[-1:] != b"\n")
@@ -326,8 +334,8 @@ def _add_batched_agent(app: faust.App, settings: Settings, name: str, source: fa
             await sink.publish(items, name)
         t2 = time.perf_counter()
         now = time.monotonic()
-        for key, (partition, state) in states.items():
-            _store(table, key, partition, state)
+        for key, (partition, state, last) in states.items():
+            _store(table, key, partition, state, last)
             if state is None:
                 sessions.last_seen.pop(key, None)
             else:
