@@ -35,6 +35,7 @@ busy the stream.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -54,6 +55,7 @@ from pipeline.metrics import (
     event_type,
 )
 from pipeline.settings import Settings
+from pipeline.tables import acting_for
 from topics.canonical import TOOL_ITEM_TYPES
 from topics.catalog import METRICS_TOPIC
 from topics.metrics import FLEET_SCHEMA_VERSION, FleetMetrics, WindowKind, encode_fleet_metrics
@@ -310,14 +312,18 @@ class FleetStage:
         self.dirty: set[bytes] = set()  # panes changed since the last publication
         self.clocks: dict[int, int] = {}  # stream time per partition, in memory
         self.final: set[bytes] = set()  # windows whose closed record was published
+        self.last_event: dict[int, Any] = {}  # per partition, for writes from the timer
         self.windows: Any = None
         self.sessions: Any = None
         self.gauges = FleetGauges(registry, self)
 
-    def clock(self, partition: int) -> int:
-        """The partition's stream time (ms): the newest event time counted on it."""
+    def clock(self, partition: int, event: Any = None) -> int:
+        """The partition's stream time (ms): the newest event time counted on it.
+        `event`, a record of that partition, is the current event of the table read."""
         known = self.clocks.get(partition)
         if known is None:
+            if event is not None:
+                acting_for(event)
             raw = self.windows.data.get(_CLOCK + str(partition).encode())
             known = self.clocks[partition] = _decode_int(raw) if raw else 0
         return known
@@ -338,19 +344,24 @@ class FleetStage:
 
     def process(self, events: Iterable[Any]) -> int:
         """Count a batch of agents.canonical events into the pane table. Returns the
-        number of late events dropped."""
+        number of late events dropped.
+
+        Every table read and write names the record it is for (pipeline.tables): the
+        RocksDB store reads and writes the database of the current event's partition."""
         windows, sessions = self.windows, self.sessions
         acc: dict[bytes, dict[str, Any]] = {}
-        acc_offset: dict[bytes, int] = {}
+        acc_last: dict[bytes, Any] = {}  # pane -> the last event counted in it
         stored: dict[bytes, _Stored | None] = {}
-        states: dict[bytes, tuple[int, FleetSession | None, bool]] = {}
+        states: dict[bytes, tuple[int, FleetSession | None, bool, Any]] = {}
         late = 0
+        last_event = self.last_event
         for event in events:
             value = event.value
             msg = event.message
             p = msg.partition
+            last_event[p] = event
             ts_ms = int(msg.timestamp * 1000) if msg.timestamp else 0
-            clock = self.clock(p)
+            clock = self.clock(p, event)
             if ts_ms > clock:
                 clock = self.clocks[p] = ts_ms
             if not value or event_type(value) not in _RELEVANT:
@@ -361,8 +372,9 @@ class FleetStage:
                 continue  # the chat projection dead-letters what is not a canonical event
             key = event.key or b""
             if key in states:
-                _, session, changed = states[key]
+                _, session, changed, _ = states[key]
             else:
+                acting_for(event)
                 raw_session = sessions.data.get(key)
                 session, changed = (_decode_session(raw_session) if raw_session else None), False
             if session is None:
@@ -374,7 +386,8 @@ class FleetStage:
                 session.model = clean_label(e.payload.toModel)
             contribs = contributions(e, session, ts_ms)
             changed = changed or (session.model, session.pending) != before
-            states[key] = (p, None, True) if e.type == "session.exited" else (p, session, changed)
+            states[key] = ((p, None, True, event) if e.type == "session.exited"
+                           else (p, session, changed, event))
             if not contribs:
                 continue
             minute = ts_ms - ts_ms % MINUTE_MS
@@ -383,22 +396,26 @@ class FleetStage:
                 continue
             pkey = pane_key(clean_label(e.provider), session.model, minute, p)
             if pkey not in stored:
+                acting_for(event)
                 raw = windows.data.get(pkey)
                 stored[pkey] = _decode_stored(raw) if raw else None
             prior = stored[pkey]
             if prior is not None and msg.offset <= prior.offset:
                 continue  # counted before a crash: this is a redelivery
             _add(acc.setdefault(pkey, {}), contribs)
-            acc_offset[pkey] = msg.offset
+            acc_last[pkey] = event
         for pkey, fields in acc.items():
             prior = stored[pkey]
             provider, model, minute, p = _parse_pane(pkey)
             base = prior.metrics if prior is not None else FleetMetrics(
                 schemaVersion=FLEET_SCHEMA_VERSION, window=TUMBLING, windowStartMs=minute,
                 windowEndMs=minute + MINUTE_MS, provider=provider, model=model, partition=p)
-            _put(windows, pkey, p, _encode(_Stored(acc_offset[pkey], _merge(base, fields))))
+            last = acc_last[pkey]
+            acting_for(last)
+            _put(windows, pkey, p, _encode(_Stored(last.message.offset, _merge(base, fields))))
             self.dirty.add(pkey)
-        for key, (p, session, changed) in states.items():
+        for key, (p, session, changed, event) in states.items():
+            acting_for(event)
             if session is None:
                 if key in sessions.data:
                     _put(sessions, key, p, None)
@@ -461,21 +478,28 @@ class FleetStage:
         """Publish what is due and wait for delivery; then store the stream times and
         forget the panes no open window holds. Returns the number of records published."""
         async with self.lock:
-            items, remove = self.due()
+            # no current event: the RocksDB store then looks a key up in every partition
+            items, remove = contextvars.Context().run(self.due)
             if items:
                 await publish(items)
             self.dirty.clear()
-            for p, clock in self.clocks.items():
-                key = _CLOCK + str(p).encode()
-                raw = self.windows.data.get(key)
-                if clock and (raw is None or _decode_int(raw) < clock):
-                    _put(self.windows, key, p, _encode(clock))
-            for key, p in remove:
-                _put(self.windows, key, p, None)
-            if remove:  # forget the closed windows none of whose panes is left
-                live = set(self.windows.data.keys())
-                self.final = {r for r in self.final if any(k in live for k in _panes_of(r))}
+            contextvars.Context().run(self._settle, remove)
             return len(items)
+
+    def _settle(self, remove: list[tuple[bytes, int]]) -> None:
+        """After a publication: remove the panes no open window holds, and store the
+        stream times that moved (a write names a record of its partition)."""
+        for key, p in remove:
+            _put(self.windows, key, p, None)
+        if remove:  # forget the closed windows none of whose panes is left
+            live = set(self.windows.data.keys())
+            self.final = {r for r in self.final if any(k in live for k in _panes_of(r))}
+        stored = {p: self.windows.data.get(_CLOCK + str(p).encode()) for p in self.clocks}
+        for p, clock in self.clocks.items():
+            raw, event = stored[p], self.last_event.get(p)
+            if clock and event is not None and (raw is None or _decode_int(raw) < clock):
+                acting_for(event)
+                _put(self.windows, _CLOCK + str(p).encode(), p, _encode(clock))
 
     async def on_recover(self) -> None:
         """After a rebalance: read the stream times again from the table, and republish
@@ -483,6 +507,7 @@ class FleetStage:
         published their last update)."""
         self.clocks.clear()
         self.final.clear()
+        self.last_event.clear()
         if self.windows is not None:
             self.dirty.update(k for k in list(self.windows.data.keys())
                               if not k.startswith(_CLOCK))
@@ -548,7 +573,7 @@ class FleetGauges:
         at, values = self._cache
         if now - at < 0.5:
             return values
-        values = self._compute()
+        values = contextvars.Context().run(self._compute)  # no current event: all partitions
         self._cache = (now, values)
         return values
 

@@ -352,3 +352,59 @@ def test_the_fleet_record_is_in_the_published_json_schema():
     jsonschema.validate(json.loads(encode_fleet_metrics(record)),
                         {**doc, "anyOf": [{"$ref": "#/$defs/FleetMetrics"}]})
     assert msgspec.json.decode(encode_fleet_metrics(record), type=FleetMetrics) == record
+
+
+@pytestmark_broker
+def test_fleet_panes_of_many_partitions_in_one_batch_on_the_rocksdb_store(own_broker, tmp_path):
+    """RocksDB keeps one database per partition and picks it from the current event: a
+    batch mixing partitions must count each session's events in its own partition's
+    panes, and the counts must add up again after a restart from the local store."""
+    pytest.importorskip("rocksdict", reason="the rocksdb extra (rocksdict) is not installed")
+    settings = worker_settings(own_broker.url, tmp_path, fleet_publish_interval=0.5,
+                               store="rocksdb://")
+    golden = records_from_file(str(GOLDENS / "acp" / "permission_rejected.in.jsonl"),
+                               "capture")
+    acp_minute = 1_795_975_860_000
+
+    def want(n: int) -> dict[Any, dict[str, Any]]:
+        return _expected(acp_minute, "unknown", turnsStarted=2 * n, turnsCompleted=n,
+                         turnsInterrupted=n, toolCalls={"Write": n, "Bash": n},
+                         approvalsRequested=2 * n, approvalsResolved=2 * n,
+                         approvalsDenied=2 * n, approvalDecisions=2 * n,
+                         approvalDecisionMsSum=14 * n, approvalDecisionMsMax=7)
+
+    def produce_sessions(names: list[str]) -> None:
+        from aiokafka import AIOKafkaProducer
+
+        from pipeline.admin import kafka_client_kwargs
+
+        async def go() -> None:  # interleaved, so that batches mix partitions
+            producer = AIOKafkaProducer(**kafka_client_kwargs(settings), acks="all")
+            await producer.start()
+            try:
+                futures = [await producer.send("agents.raw.acp", r.value, key=name.encode(),
+                                               headers=r.headers(), timestamp_ms=r.t)
+                           for r in golden for name in names]
+                await asyncio.gather(*futures)
+            finally:
+                await producer.stop()
+
+        asyncio.run(go())
+
+    first = [f"rocks-{i}" for i in range(8)]
+    assert len({_partition(n.encode(), settings.partitions) for n in first}) > 1
+    view = MetricsView()
+    worker = started(settings, tmp_path, "worker-1")
+    try:
+        produce_sessions(first)
+        assert _watch(settings, view, lambda v: _without_closed(v.windows("acp")) == want(8)), \
+            view.windows("acp")
+    finally:
+        worker.stop()
+    worker = started(settings, tmp_path, "worker-2")
+    try:
+        produce_sessions([f"rocks-{i}" for i in range(8, 16)])
+        assert _watch(settings, view, lambda v: _without_closed(v.windows("acp")) == want(16)), \
+            view.windows("acp")
+    finally:
+        worker.stop()
