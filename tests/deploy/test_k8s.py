@@ -113,7 +113,9 @@ def test_probes_and_ports_target_the_worker_web_server(statefulset, container, s
     for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
         get = container[probe]["httpGet"]
         assert port_number(container, get["port"]) == web_port, probe
-        assert get["path"] == "/", probe  # Faust's index; /health once canonflow serves it
+        # readiness: canonflow's /health (degraded while the broker is away); the others
+        # Faust's index, so a broker outage never restarts a worker
+        assert get["path"] == ("/health" if probe == "readinessProbe" else "/"), probe
     annotations = statefulset["spec"]["template"]["metadata"]["annotations"]
     assert annotations["prometheus.io/port"] == str(web_port)
     assert annotations["prometheus.io/path"] == "/metrics"
