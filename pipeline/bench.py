@@ -308,7 +308,8 @@ def run_passthrough(kind: str, settings: Settings, sessions: list[Session], batc
             broker.stop()
 
 
-def _create(settings: Settings, names: list[str]) -> None:
+def _create(settings: Settings, names: list[str], config: dict[str, str] | None = None) -> None:
+    """Create bench topics with the deployment's partition count (and `config`)."""
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
     from pipeline.admin import kafka_client_kwargs
@@ -317,8 +318,8 @@ def _create(settings: Settings, names: list[str]) -> None:
         admin = AIOKafkaAdminClient(**kafka_client_kwargs(settings))
         await admin.start()
         try:
-            await admin.create_topics([NewTopic(n, settings.partitions, settings.replication)
-                                       for n in names])
+            await admin.create_topics([NewTopic(n, settings.partitions, settings.replication,
+                                                topic_configs=config or {}) for n in names])
         finally:
             await admin.close()
 
@@ -482,20 +483,6 @@ def _ready_seconds(live: Settings, log_path: str, timeout: float) -> float:
         worker.stop()
 
 
-async def _create_compacted(settings: Settings, name: str) -> None:
-    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-
-    from pipeline.admin import kafka_client_kwargs
-
-    admin = AIOKafkaAdminClient(**kafka_client_kwargs(settings))
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(name, settings.partitions, settings.replication,
-                                            topic_configs={"cleanup.policy": "compact"})])
-    finally:
-        await admin.close()
-
-
 def measure_recovery(settings: Settings, sessions: int, timeout: float) -> dict[str, float]:
     """Start-up time of a worker whose session table holds `sessions` entries, against
     the same worker with an empty table: the difference is the table recovery."""
@@ -514,7 +501,7 @@ def measure_recovery(settings: Settings, sessions: int, timeout: float) -> dict[
                                 data_dir=tempfile.mkdtemp(prefix="canonflow-bench-"))
             ensure_topics(live)
             changelog = f"{live.app_id}-sessions.codex-exec-changelog"
-            asyncio.run(_create_compacted(live, changelog))
+            _create(live, [changelog], {"cleanup.policy": "compact"})
             asyncio.run(_produce_all(live, [
                 (changelog, f"recovered-{i}".encode(), RawRecord(state, "agent", None))
                 for i in range(count)]))

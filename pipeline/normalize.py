@@ -21,7 +21,7 @@ from adapters import Line, Session, Translator, get, new_session, split_lines, t
 from adapters.base import close_session
 from adapters.chat import ChatState, new_chat_session, project_event
 from pipeline.redact import Redactor
-from topics.canonical import SessionExited, decode_event, encode_event
+from topics.canonical import SessionExited, decode_event
 from topics.catalog import CANONICAL_TOPIC, raw_topic
 from topics.chat import encode_chat
 from topics.records import HEADER_ORIGIN, HEADER_TIME, DeadLetter, Origin, encode_deadletter
@@ -66,8 +66,7 @@ class Normalizer:
                  max_record_bytes: int = 1024 * 1024, redactor: Redactor | None = None):
         self.provider = provider
         self.redactor = redactor if redactor is not None else Redactor.from_env()
-        self._encode = (lambda e: self.redactor.apply(encode_event(e))) \
-            if self.redactor.active else encode_event
+        self._encode = self.redactor.encoder()
         self.topic = raw_topic(provider)
         self.translator: Translator[Any] = get(provider)
         self.include_raw = include_raw

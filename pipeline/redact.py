@@ -110,6 +110,14 @@ class Redactor:
     def active(self) -> bool:
         return bool(self._plain or self._caseless or self._names) or self.hook is not None
 
+    def encoder(self) -> Callable[[Any], bytes]:
+        """encode_event, followed by this redactor when it has anything to do."""
+        from topics.canonical import encode_event
+
+        if not self.active:
+            return encode_event
+        return lambda event: self.apply(encode_event(event))
+
     def apply(self, encoded: bytes) -> bytes:
         """The event to publish (JSON bytes)."""
         spans = [_span(m) for rx in self._plain for m in rx.finditer(encoded)]

@@ -18,7 +18,6 @@ import msgspec
 from adapters import Line, Session, Translator, get, new_session, translate_record
 from adapters.chat import ChatState, new_chat_session, project_event
 from pipeline.redact import Redactor
-from topics.canonical import encode_event
 from topics.catalog import raw_topic
 from topics.chat import encode_chat
 from topics.records import DeadLetter, capture_line_decoder, encode_deadletter
@@ -108,8 +107,7 @@ def replay(provider: str, inputs: Iterable[tuple[str, IO[bytes]]], out: IO[bytes
     """Replay every input; returns the number of dead letters written to `err`."""
     rep = Replayer(provider, include_raw=include_raw)
     chat = ChatView() if view == "chat" else None
-    redactor = Redactor.from_env()
-    encode = (lambda e: redactor.apply(encode_event(e))) if redactor.active else encode_event
+    encode = Redactor.from_env().encoder()
     dead_count = 0
     offset = 0  # one running position across files: a session may span several
     for path, stream in inputs:
