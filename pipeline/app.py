@@ -2,18 +2,18 @@
 
 One normalize agent per raw topic (`agents.raw.<provider>`), each with its own
 session table (`sessions.<provider>`, changelog-backed, co-partitioned with the raw
-topic), and the chat agent (`agents.canonical` -> `agents.chat`, table `chat`).
-Agents stay thin: for a batch of records, read each session's state, run the
-step (`Normalizer` / `ChatProjector`), publish its output on the record's own
-partition (the topics are co-partitioned, so a session keeps one partition end to
-end) and dead letters to `agents.deadletter`, wait until they are delivered, then
-store the new states. Bad input never reaches the supervisor: it is dead-lettered.
+topic). Agents stay thin: for a batch of records, read each session's state, run the
+`Normalizer` (translation, then the chat projection of the events it made), publish
+the canonical events and chat records on the record's own partition (the topics are
+co-partitioned, so a session keeps one partition end to end) and dead letters to
+`agents.deadletter`, wait until they are delivered, then store the new states and
+count the delivered events into the fleet-metrics stage (`pipeline.fleet`). Bad input
+never reaches the supervisor: it is dead-lettered.
 
 A delivery that fails (the broker went away, a timeout) is sent again with backoff
 until it succeeds: the batch's records are not acknowledged and its states not
 stored meanwhile, and /health says degraded. Every agent counts what it did per
-batch into `pipeline.metrics` (served with /health by `pipeline.web`); the
-fleet-metrics stage (`pipeline.fleet`) reads agents.canonical too.
+batch into `pipeline.metrics` (served with /health by `pipeline.web`).
 """
 
 from __future__ import annotations
@@ -21,16 +21,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import faust
 
-from pipeline.fleet import add_fleet
+from pipeline.fleet import Counted, FleetStage, add_fleet
 from pipeline.metrics import Item, WorkerMetrics
-from pipeline.normalize import ChatProjector, Normalizer, internal_error
+from pipeline.normalize import Normalizer, internal_error
 from pipeline.settings import Settings
-from pipeline.tables import acting_for
+from pipeline.tables import acting_for, partition_stand_in
 from pipeline.web import Health, install_web
 from topics.catalog import CANONICAL_TOPIC, CHAT_TOPIC, DEADLETTER_TOPIC, raw_topic
 
@@ -96,57 +95,40 @@ def create_app(settings: Settings) -> faust.App:
         broker_session_timeout=max(10.0, settings.rebalance_timeout),
         **extra,
     )
-    canonical = app.topic(CANONICAL_TOPIC, key_serializer="raw", value_serializer="raw",
-                          partitions=settings.partitions)
-    app.topic(DEADLETTER_TOPIC, key_serializer="raw", value_serializer="raw",
-              partitions=settings.partitions)
+    for topic in (CANONICAL_TOPIC, CHAT_TOPIC, DEADLETTER_TOPIC):
+        app.topic(topic, key_serializer="raw", value_serializer="raw",
+                  partitions=settings.partitions)
     metrics, health = WorkerMetrics(), Health()
     sink = OutputProducer(settings, metrics, health)
     app.on_before_shutdown.connect(sink.stop)
     tables: dict[str, Any] = {}
-    for provider in settings.providers:
-        tables[f"sessions.{provider}"] = _add_normalizer(app, settings, provider, sink, metrics)
-    count = None
+    fleet = None
     if settings.fleet_enabled:
         async def publish_metrics(items: list[Item]) -> None:
             await sink.publish(items, "fleet")
 
-        stage = add_fleet(app, settings, canonical, metrics, publish_metrics,
-                          own_agent=not settings.chat_enabled)
-        tables["fleet.windows"], tables["fleet.sessions"] = stage.windows, stage.sessions
-        count = stage.count
-    if settings.chat_enabled:
-        tables["chat"] = _add_chat(app, settings, canonical, sink, metrics, count)
+        fleet = add_fleet(app, settings, metrics, publish_metrics)
+        tables["fleet.windows"], tables["fleet.sessions"] = fleet.windows, fleet.sessions
+    for provider in settings.providers:
+        tables[f"sessions.{provider}"] = _add_normalizer(app, settings, provider, sink, metrics,
+                                                         fleet)
     install_web(app, settings, metrics, health, tables, sink.probe)
     return app
 
 
 def _add_normalizer(app: faust.App, settings: Settings, provider: str,
-                    sink: OutputProducer, metrics: WorkerMetrics) -> Any:
+                    sink: OutputProducer, metrics: WorkerMetrics,
+                    fleet: FleetStage | None) -> Any:
     source = app.topic(raw_topic(provider), key_serializer="raw", value_serializer="raw",
                        partitions=settings.partitions)
     table = app.Table(f"sessions.{provider}", partitions=settings.partitions,
                       key_type=bytes, value_type=bytes, default=None)
     step = Normalizer(provider, include_raw=settings.include_raw,
-                      max_record_bytes=settings.max_record_bytes)
+                      max_record_bytes=settings.max_record_bytes, chat=settings.chat_enabled)
     name = f"normalize.{provider}"
-    sessions = _add_batched_agent(app, settings, name, source, table, step, CANONICAL_TOPIC,
-                                  sink, metrics)
-    _add_idle_expiry(app, settings, name, table, step, sessions, sink, metrics)
-    return table
-
-
-def _add_chat(app: faust.App, settings: Settings, canonical: faust.TopicT,
-              sink: OutputProducer, metrics: WorkerMetrics,
-              also: Callable[[list[Any]], Awaitable[None]] | None = None) -> Any:
-    """The chat projection: agents.canonical -> agents.chat, same partition, same order.
-    `also` runs on each of its batches too (the fleet stage's counting)."""
-    app.topic(CHAT_TOPIC, key_serializer="raw", value_serializer="raw",
-              partitions=settings.partitions)
-    table = app.Table("chat", partitions=settings.partitions, key_type=bytes,
-                      value_type=bytes, default=None)
-    _add_batched_agent(app, settings, "chat", canonical, table, ChatProjector(), CHAT_TOPIC,
-                       sink, metrics, also)
+    sessions = _add_batched_agent(app, settings, name, source, table, step, sink, metrics,
+                                  fleet)
+    _add_idle_expiry(app, settings, name, table, step, sessions, sink, metrics, fleet)
     return table
 
 
@@ -261,23 +243,23 @@ def _store(table: Any, key: bytes, partition: int, value: bytes | None,
 
 
 def _add_batched_agent(app: faust.App, settings: Settings, name: str, source: faust.TopicT,
-                       table: Any, step: Normalizer | ChatProjector, out_topic: str,
-                       sink: OutputProducer, metrics: WorkerMetrics,
-                       also: Callable[[list[Any]], Awaitable[None]] | None = None) -> _Sessions:
-    """An agent that runs `step` over batches of records.
+                       table: Any, step: Normalizer, sink: OutputProducer,
+                       metrics: WorkerMetrics, fleet: FleetStage | None) -> _Sessions:
+    """The normalize agent of one raw topic: `step` over batches of records.
 
     Per batch: each record is processed in order, reading its session's state from
     the batch's own cache (a session's state is read once and written once per
-    batch, however many of its records the batch holds); outputs go to `out_topic`
-    and dead letters to agents.deadletter on the record's own partition; then the
-    batch waits for their delivery (sent again until delivered: OutputProducer.publish),
-    and only then stores each session's new state, in the changelog partition of the
-    records it came from (STATE NEVER AHEAD OF WHAT WAS PUBLISHED: see
-    pipeline.normalize), and is counted in the metrics. Then `also` runs on the
-    batch, before Faust acknowledges it.
+    batch, however many of its records the batch holds); canonical events go to
+    agents.canonical, chat records to agents.chat and dead letters to
+    agents.deadletter, on the record's own partition; then the batch waits for their
+    delivery (sent again until delivered: OutputProducer.publish), and only then
+    stores each session's new state, in the changelog partition of the records it
+    came from (STATE NEVER AHEAD OF WHAT WAS PUBLISHED: see pipeline.normalize), is
+    counted by the fleet stage, and is counted in the metrics, before Faust
+    acknowledges it.
     """
     sessions = _Sessions()
-    provider = step.provider if isinstance(step, Normalizer) else None
+    provider = step.provider
 
     async def run(stream: faust.StreamT) -> None:
         batches = stream.take_events(settings.batch_max, settings.batch_within)
@@ -297,38 +279,42 @@ def _add_batched_agent(app: faust.App, settings: Settings, name: str, source: fa
         t0 = time.perf_counter()
         states: dict[bytes, tuple[int, bytes | None, Any]] = {}
         items: list[Item] = []
+        counted: list[Counted] = []
         stamps: list[float] = []
         lines = 0
         for event in events:
             msg, key, value = event.message, event.key, event.value
             ts = msg.timestamp
+            ts_ms = int(ts * 1000) if ts else None
+            partition = msg.partition
             try:
                 if key is not None and key not in states:
                     acting_for(event)  # the RocksDB store reads this record's partition
                 stored = (states[key][1] if key in states else table.get(key)
                           ) if key is not None else None
-                out = step.process(stored, key, value, partition=msg.partition,
-                                   offset=msg.offset,
-                                   timestamp_ms=int(ts * 1000) if ts else None,
+                out = step.process(stored, key, value, partition=partition,
+                                   offset=msg.offset, timestamp_ms=ts_ms,
                                    headers=event.headers)
             except Exception as e:  # a bug must not stop the worker: keep the record
-                log.exception("%s failed on %s[%s]@%s", name, msg.topic, msg.partition,
+                log.exception("%s failed on %s[%s]@%s", name, msg.topic, partition,
                               msg.offset)
-                out = internal_error(step, e, key, value, partition=msg.partition,
+                out = internal_error(step, e, key, value, partition=partition,
                                      offset=msg.offset)
-            ts_ms = int(ts * 1000) if ts else None
-            partition = msg.partition
             for v in out.records:
-                items.append((out_topic, v, key, partition, ts_ms))
+                items.append((CANONICAL_TOPIC, v, key, partition, ts_ms))
+            if fleet is not None and key is not None:
+                counted.extend(Counted(key, v, partition, msg.offset, ts_ms or 0, event)
+                               for v in out.records)
+            for v in out.chat:
+                items.append((CHAT_TOPIC, v, key, partition, ts_ms))
             for v in out.deadletters:
                 items.append((DEADLETTER_TOPIC, v, key, partition, ts_ms))
             if key is not None and (out.state is not None or out.delete):
                 states[key] = (partition, out.state, event)
-            if provider is not None:
-                if value:
-                    lines += value.count(b"\n") + (value[-1:] != b"\n")
-                if ts:
-                    stamps.append(ts)
+            if value:
+                lines += value.count(b"\n") + (value[-1:] != b"\n")
+            if ts:
+                stamps.append(ts)
         t1 = time.perf_counter()
         if items:
             await sink.publish(items, name)
@@ -340,16 +326,13 @@ def _add_batched_agent(app: faust.App, settings: Settings, name: str, source: fa
                 sessions.last_seen.pop(key, None)
             else:
                 sessions.last_seen[key] = now
+        if counted and fleet is not None:
+            await fleet.count(counted)
         try:
-            if provider is not None:
-                metrics.normalized(provider, name, len(events), lines, items, stamps,
-                                   t1 - t0, t2 - t1)
-            else:
-                metrics.projected(name, len(events), items, t1 - t0, t2 - t1)
+            metrics.normalized(provider, name, len(events), lines, items, stamps,
+                               t1 - t0, t2 - t1)
         except Exception:  # counting must not stop a delivered batch from being acknowledged
             log.exception("%s: a batch could not be counted", name)
-        if also is not None:
-            await also(events)
 
     app.agent(source, name=name)(run)
     return sessions
@@ -357,7 +340,7 @@ def _add_batched_agent(app: faust.App, settings: Settings, name: str, source: fa
 
 def _add_idle_expiry(app: faust.App, settings: Settings, name: str, table: Any,
                      step: Normalizer, sessions: _Sessions, sink: OutputProducer,
-                     metrics: WorkerMetrics) -> None:
+                     metrics: WorkerMetrics, fleet: FleetStage | None) -> None:
     """Close sessions without a record for settings.idle_timeout seconds, so that no
     consumer waits forever on a turn that will never end, and remove their state.
 
@@ -383,6 +366,8 @@ def _add_idle_expiry(app: faust.App, settings: Settings, name: str, table: Any,
             now_ms = int(time.time() * 1000)
             closed: list[tuple[bytes, int]] = []
             items: list[Item] = []
+            counted: list[Counted] = []
+            stand_ins: dict[int, Any] = {}
             for key in idle:
                 stored = table.data.get(key)
                 if stored is None:
@@ -394,12 +379,22 @@ def _add_idle_expiry(app: faust.App, settings: Settings, name: str, table: Any,
                     continue
                 for v in out.records:
                     items.append((CANONICAL_TOPIC, v, key, partition, now_ms))
+                for v in out.chat:
+                    items.append((CHAT_TOPIC, v, key, partition, now_ms))
+                for v in out.deadletters:
+                    items.append((DEADLETTER_TOPIC, v, key, partition, now_ms))
+                if fleet is not None:
+                    at = stand_ins.setdefault(partition, partition_stand_in(partition))
+                    counted.extend(Counted(key, v, partition, None, now_ms, at)
+                                   for v in out.records)
                 closed.append((key, partition))
             if items:
                 await sink.publish(items, f"{name}.idle")
             for key, partition in closed:
                 _store(table, key, partition, None)
                 sessions.last_seen.pop(key, None)
+            if counted and fleet is not None:
+                await fleet.count(counted)
             metrics.closed_idle(step.provider, (key for key, _ in closed), items)
             log.info("%s: closed %d idle session(s)", name, len(closed))
 

@@ -1,5 +1,8 @@
-"""The fleet-metrics stage: agents.canonical -> windowed counts per provider and model
+"""The fleet-metrics stage: canonical events -> windowed counts per provider and model
 -> agents.metrics, and Prometheus gauges of the current windows.
+
+It counts the events of agents.canonical as the normalize agents publish them (each
+delivered batch, in the same process and partition), not by reading the topic back.
 
 Windows, in event time (the canonical record's timestamp, which the normalize agents
 copy from the raw record): Faust's `TumblingWindow(60)` and `HoppingWindow(300, 60)`.
@@ -18,8 +21,9 @@ approvals, so a tool call or a turn's end counts under the model its turn starte
 with, and a decision's delay is known, across restarts and rebalances. Both tables
 are written only when something changed.
 
-Exactly once: every pane stores the offset of the last canonical record it counted,
-so a batch delivered again after a crash adds nothing twice.
+Exactly once: every pane stores the offset of the last raw record whose events it
+counted (a pane's key names the provider, so one raw topic partition), so a batch
+delivered again after a crash adds nothing twice.
 
 Stream time, closing, lateness: a partition's stream time is the newest event time
 seen on it (persisted with each publication). A window closes when the stream time
@@ -40,7 +44,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
@@ -300,6 +304,21 @@ def _put(table: Any, key: bytes, partition: int, value: bytes | None) -> None:
 Group = tuple[str, str, int]  # provider, model, partition
 
 
+class Counted(NamedTuple):
+    """One canonical event as the stage counts it, published by a normalize agent."""
+
+    key: bytes  # the session id
+    value: bytes  # the event, as published
+    partition: int
+    #: The offset of the raw record it came from (monotonic per raw topic partition,
+    #: and a pane's key names the provider, so its raw topic): a pane that stored a
+    #: higher one counted this event before a crash. None for the idle scan's synthetic
+    #: closings, which no raw record carries (counted, never taken for a redelivery).
+    offset: int | None
+    ts_ms: int  # event time: the raw record's timestamp, the canonical record's too
+    source: Any  # the record (or stand-in) whose partition table reads and writes use
+
+
 class FleetStage:
     """The stage's logic over its two tables; the Faust wiring is `add_fleet`."""
 
@@ -330,7 +349,7 @@ class FleetStage:
 
     # -- per batch --------------------------------------------------------------
 
-    async def count(self, events: list[Any]) -> None:
+    async def count(self, events: list[Counted]) -> None:
         """Count one batch (under the stage's lock); a failure is logged, never raised:
         counting must not stop the stream it reads."""
         async with self.lock:
@@ -342,26 +361,23 @@ class FleetStage:
             if self.metrics is not None:
                 self.metrics.counted("fleet", len(events), time.perf_counter() - t0)
 
-    def process(self, events: Iterable[Any]) -> int:
-        """Count a batch of agents.canonical events into the pane table. Returns the
-        number of late events dropped.
+    def process(self, events: Iterable[Counted]) -> int:
+        """Count a batch of canonical events into the pane table. Returns the number of
+        late events dropped.
 
         Every table read and write names the record it is for (pipeline.tables): the
         RocksDB store reads and writes the database of the current event's partition."""
         windows, sessions = self.windows, self.sessions
         acc: dict[bytes, dict[str, Any]] = {}
-        acc_last: dict[bytes, Any] = {}  # pane -> the last event counted in it
+        acc_last: dict[bytes, Counted] = {}  # pane -> the last event counted in it
         stored: dict[bytes, _Stored | None] = {}
         states: dict[bytes, tuple[int, FleetSession | None, bool, Any]] = {}
         late = 0
         last_event = self.last_event
-        for event in events:
-            value = event.value
-            msg = event.message
-            p = msg.partition
-            last_event[p] = event
-            ts_ms = int(msg.timestamp * 1000) if msg.timestamp else 0
-            clock = self.clock(p, event)
+        for counted in events:
+            key, value, p, offset, ts_ms, source = counted
+            last_event[p] = source
+            clock = self.clock(p, source)
             if ts_ms > clock:
                 clock = self.clocks[p] = ts_ms
             if not value or event_type(value) not in _RELEVANT:
@@ -369,12 +385,11 @@ class FleetStage:
             try:
                 e = _decode_event(value)
             except (msgspec.DecodeError, msgspec.ValidationError):
-                continue  # the chat projection dead-letters what is not a canonical event
-            key = event.key or b""
+                continue  # not a canonical event (a redaction hook's): nothing to count
             if key in states:
                 _, session, changed, _ = states[key]
             else:
-                acting_for(event)
+                acting_for(source)
                 raw_session = sessions.data.get(key)
                 session, changed = (_decode_session(raw_session) if raw_session else None), False
             if session is None:
@@ -386,8 +401,8 @@ class FleetStage:
                 session.model = clean_label(e.payload.toModel)
             contribs = contributions(e, session, ts_ms)
             changed = changed or (session.model, session.pending) != before
-            states[key] = ((p, None, True, event) if e.type == "session.exited"
-                           else (p, session, changed, event))
+            states[key] = ((p, None, True, source) if e.type == "session.exited"
+                           else (p, session, changed, source))
             if not contribs:
                 continue
             minute = ts_ms - ts_ms % MINUTE_MS
@@ -396,14 +411,15 @@ class FleetStage:
                 continue
             pkey = pane_key(clean_label(e.provider), session.model, minute, p)
             if pkey not in stored:
-                acting_for(event)
+                acting_for(source)
                 raw = windows.data.get(pkey)
                 stored[pkey] = _decode_stored(raw) if raw else None
             prior = stored[pkey]
-            if prior is not None and msg.offset <= prior.offset:
+            if prior is not None and offset is not None and offset <= prior.offset:
                 continue  # counted before a crash: this is a redelivery
             _add(acc.setdefault(pkey, {}), contribs)
-            acc_last[pkey] = event
+            if offset is not None or pkey not in acc_last:
+                acc_last[pkey] = counted
         for pkey, fields in acc.items():
             prior = stored[pkey]
             provider, model, minute, p = _parse_pane(pkey)
@@ -411,8 +427,10 @@ class FleetStage:
                 schemaVersion=FLEET_SCHEMA_VERSION, window=TUMBLING, windowStartMs=minute,
                 windowEndMs=minute + MINUTE_MS, provider=provider, model=model, partition=p)
             last = acc_last[pkey]
-            acting_for(last)
-            _put(windows, pkey, p, _encode(_Stored(last.message.offset, _merge(base, fields))))
+            acting_for(last.source)
+            offset = last.offset if last.offset is not None else (
+                prior.offset if prior is not None else -1)
+            _put(windows, pkey, p, _encode(_Stored(offset, _merge(base, fields))))
             self.dirty.add(pkey)
         for key, (p, session, changed, event) in states.items():
             acting_for(event)
@@ -623,14 +641,13 @@ class FleetGauges:
         return out
 
 
-def add_fleet(app: Any, settings: Settings, canonical: Any, metrics: WorkerMetrics,
-              publish: Callable[[list[Item]], Awaitable[None]], *,
-              own_agent: bool) -> FleetStage:
-    """Wire the stage into a Faust app: its two tables, the timer that publishes to
-    agents.metrics, and with `own_agent` its own agent on agents.canonical. Without,
-    the caller runs `stage.count(events)` on the batches of its own agent on
-    agents.canonical (the chat projection's): Faust's cost is per event and per
-    agent, so one agent reading the topic for both stages costs about half of two."""
+def add_fleet(app: Any, settings: Settings, metrics: WorkerMetrics,
+              publish: Callable[[list[Item]], Awaitable[None]]) -> FleetStage:
+    """Wire the stage into a Faust app: its two tables and the timer that publishes to
+    agents.metrics. The normalize agents run `stage.count(events)` on the canonical
+    events of each batch once they are delivered: Faust's cost is per record and per
+    agent, and a stage of its own reading agents.canonical back cost the worker more
+    than the counting itself (`canonflow bench`)."""
     stage = FleetStage(settings, metrics.registry, metrics)
     app.topic(METRICS_TOPIC, key_serializer="raw", value_serializer="raw",
               partitions=settings.partitions)
@@ -639,10 +656,6 @@ def add_fleet(app: Any, settings: Settings, canonical: Any, metrics: WorkerMetri
     stage.sessions = app.Table("fleet.sessions", partitions=settings.partitions,
                                key_type=bytes, value_type=bytes, default=None)
     stage.windows.on_recover(stage.on_recover)
-
-    async def fleet(stream: Any) -> None:
-        async for events in stream.take_events(settings.batch_max, settings.batch_within):
-            await stage.count(events)
 
     async def publish_windows() -> None:
         async def deliver(items: list[Item]) -> None:
@@ -653,7 +666,5 @@ def add_fleet(app: Any, settings: Settings, canonical: Any, metrics: WorkerMetri
 
         await stage.flush(deliver)
 
-    if own_agent:
-        app.agent(canonical, name="fleet")(fleet)
     app.timer(settings.fleet_publish_interval, name="fleet.publish")(publish_windows)
     return stage

@@ -260,7 +260,8 @@ class WorkerMetrics:
         self.deadletters = r.add(Counter(
             "canonflow_deadletters_total",
             "Dead letters published to agents.deadletter, by error class "
-            "(provider 'chat' for the chat projection).", ["provider", "error_class"]))
+            "(InternalError.chat.*: the chat projection failed on an event, which was "
+            "published all the same).", ["provider", "error_class"]))
         self.unknown_types = r.add(Counter(
             "canonflow_unknown_native_types_total",
             "runtime.warning events for native messages no adapter knows, by native type.",
@@ -361,15 +362,6 @@ class WorkerMetrics:
         for t, n in types.items():
             self.canonical_events.inc((provider, t.decode("ascii", "replace")), n)
         self._delivered(agent, records, items, timestamps, translate, publish, provider)
-
-    def projected(self, agent: str, records: int, items: list[Item], translate: float,
-                  publish: float) -> None:
-        """Account one delivered batch of the chat projection (or another stage
-        reading agents.canonical)."""
-        for topic, value, _, _, _ in items:
-            if topic == DEADLETTER_TOPIC:
-                self._deadletter("chat", value)
-        self._delivered(agent, records, items, (), translate, publish, None)
 
     def counted(self, agent: str, records: int, seconds: float) -> None:
         """Account one batch of a stage that publishes nothing per batch (fleet)."""

@@ -29,6 +29,8 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import msgspec
+
 MASK = b"[REDACTED]"
 
 # Token characters only: a match can never swallow a JSON quote or escape.
@@ -110,16 +112,30 @@ class Redactor:
     def active(self) -> bool:
         return bool(self._plain or self._caseless or self._names) or self.hook is not None
 
-    def encoder(self) -> Callable[[Any], bytes]:
-        """encode_event, followed by this redactor when it has anything to do."""
-        from topics.canonical import encode_event
+    def publisher(self) -> Callable[[Any], tuple[bytes, Any]]:
+        """(the bytes to publish, the event they hold) for a canonical event: what the
+        chat projection must see is what consumers see, so an event the redactor changed
+        is decoded again from its redacted bytes (None if a hook made it undecodable)."""
+        from topics.canonical import decode_event, encode_event
 
         if not self.active:
-            return encode_event
-        return lambda event: self.apply(encode_event(event))
+            return lambda event: (encode_event(event), event)
+        apply = self.apply
+
+        def publish(event: Any) -> tuple[bytes, Any]:
+            encoded = encode_event(event)
+            redacted = apply(encoded)
+            if redacted is encoded:
+                return redacted, event
+            try:
+                return redacted, decode_event(redacted)
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                return redacted, None  # a hook's event that is no longer canonical
+
+        return publish
 
     def apply(self, encoded: bytes) -> bytes:
-        """The event to publish (JSON bytes)."""
+        """The event to publish (JSON bytes): `encoded` itself when nothing matched."""
         spans = [_span(m) for rx in self._plain for m in rx.finditer(encoded)]
         if self._caseless or self._names is not None:
             lowered = encoded.lower()  # ASCII only: same length, same offsets

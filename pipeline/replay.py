@@ -107,7 +107,7 @@ def replay(provider: str, inputs: Iterable[tuple[str, IO[bytes]]], out: IO[bytes
     """Replay every input; returns the number of dead letters written to `err`."""
     rep = Replayer(provider, include_raw=include_raw)
     chat = ChatView() if view == "chat" else None
-    encode = Redactor.from_env().encoder()
+    publish = Redactor.from_env().publisher()
     dead_count = 0
     offset = 0  # one running position across files: a session may span several
     for path, stream in inputs:
@@ -116,11 +116,14 @@ def replay(provider: str, inputs: Iterable[tuple[str, IO[bytes]]], out: IO[bytes
             offset += 1
             events, dead = rep.feed(sid, offset, raw, fmt)
             for ev in events:
+                data, published = publish(ev)
                 if chat is None:
-                    out.write(encode(ev))
+                    out.write(data)
                     out.write(b"\n")
                     continue
-                for record in chat.feed(ev):
+                if published is None:  # a redaction hook made it undecodable
+                    continue
+                for record in chat.feed(published):  # what consumers see: redacted
                     out.write(encode_chat(record))
                     out.write(b"\n")
             for d in dead:

@@ -23,3 +23,25 @@ from faust.streams import _current_event
 def acting_for(event: Any) -> None:
     """Make `event` the current event of this task (table partition = its partition)."""
     _current_event.set(weakref.ref(event))
+
+
+class _Message:
+    __slots__ = ("partition",)
+
+    def __init__(self, partition: int):
+        self.partition = partition
+
+
+class _StandIn:
+    """What Faust's stores read of a current event: its message's partition."""
+
+    __slots__ = ("message", "__weakref__")
+
+    def __init__(self, partition: int):
+        self.message = _Message(partition)
+
+
+def partition_stand_in(partition: int) -> Any:
+    """A stand-in for a record of `partition`, for table writes no record carries (the
+    idle scan's): pass it to `acting_for`, and keep it referenced while it acts."""
+    return _StandIn(partition)

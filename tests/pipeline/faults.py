@@ -335,7 +335,8 @@ class Workers:
 
 async def stored_state(settings: Settings) -> dict[tuple[str, str], dict[str, Any]]:
     """The live entries of every table of the app, read from their changelogs:
-    (table, session) -> the decoded Session (seq, watermark, partition, ...). Only
+    (table, session) -> the decoded Session (seq, watermark, partition, ...), and
+    ("chat", session) -> the chat projection's state held in the same entry. Only
     while no worker runs, so that nothing is still being written."""
     import msgspec
     from aiokafka import AIOKafkaConsumer
@@ -364,6 +365,15 @@ async def stored_state(settings: Settings) -> dict[tuple[str, str], dict[str, An
                 for r in recs:
                     if r.value is None:
                         out.pop((table, r.key.decode()), None)
+                        out.pop(("chat", r.key.decode()), None)
+                    elif table.startswith("sessions."):
+                        # a SessionEntry: [the session, the chat projection's state]
+                        session, chat = msgspec.msgpack.decode(r.value)
+                        out[(table, r.key.decode())] = session
+                        if chat is None:
+                            out.pop(("chat", r.key.decode()), None)
+                        else:
+                            out[("chat", r.key.decode())] = chat
                     else:
                         out[(table, r.key.decode())] = msgspec.msgpack.decode(r.value)
     finally:

@@ -69,3 +69,36 @@ def test_headers_give_origin_and_capture_time():
     out = Normalizer("codex-exec").process(None, b"s", b'{"type":"turn.started"}', partition=0,
                                            offset=0, headers=[("t", b"1700000000123")])
     assert json.loads(out.records[0])["createdAt"] == "2023-11-14T22:13:20.123Z"
+
+
+def test_chat_records_come_with_the_events_and_a_projection_bug_loses_no_event(monkeypatch):
+    lines = _native_lines()
+    whole = Normalizer("codex-exec").process(None, b"s1", b"\n".join(lines), partition=0,
+                                             offset=0)
+    chat = [json.loads(c) for c in whole.chat]
+    assert [c["type"] for c in chat][-1] == "done" and any(c["type"] == "tool_use" for c in chat)
+    assert all(c["session_id"] == "s1" for c in chat)
+    without = Normalizer("codex-exec", chat=False).process(None, b"s1", b"\n".join(lines),
+                                                           partition=0, offset=0)
+    assert without.records == whole.records and without.chat == []
+
+    import pipeline.normalize as normalize
+    from topics.canonical import ItemCompleted
+
+    real = normalize.project_event
+
+    def broken(session, event, *, offset):
+        if isinstance(event, ItemCompleted):
+            raise RuntimeError("projection bug")
+        return real(session, event, offset=offset)
+
+    monkeypatch.setattr(normalize, "project_event", broken)
+    out = Normalizer("codex-exec").process(None, b"s1", b"\n".join(lines), partition=0,
+                                           offset=0)
+    assert out.records == whole.records  # every canonical event is published all the same
+    dead = [decode_deadletter(d) for d in out.deadletters]
+    completed = [e for e in out.records if json.loads(e)["type"] == "item.completed"]
+    assert completed and [d.value for d in dead] == completed
+    assert {d.errorClass for d in dead} == {"InternalError.chat.RuntimeError"}
+    assert all(d.reason == "projection bug" and d.key == "s1" for d in dead)
+    assert len(out.chat) < len(whole.chat)
