@@ -60,10 +60,10 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from msgspec import UNSET, Struct, UnsetType
+from msgspec import UNSET, UnsetType
 from msgspec.structs import replace as _replace
 
-from adapters.base import Emitter, MalformedRecord, Message
+from adapters.base import Emitter, MalformedRecord, Message, Stored
 from adapters.tools import item_type_for_tool, normalize_tool_name
 from topics.canonical import (
     AuthStatus,
@@ -115,7 +115,7 @@ raw_source = "acp.jsonrpc"
 # ---- state --------------------------------------------------------------------
 
 
-class Pending(Struct, frozen=True, kw_only=True, omit_defaults=True):
+class Pending(Stored, frozen=True, kw_only=True):
     """A request in flight, remembered until its response arrives."""
 
     method: str
@@ -128,7 +128,7 @@ class Pending(Struct, frozen=True, kw_only=True, omit_defaults=True):
     options: dict[str, str] = {}  # permission optionId -> option kind
 
 
-class Tool(Struct, frozen=True, kw_only=True, omit_defaults=True):
+class Tool(Stored, frozen=True, kw_only=True):
     """What is known of one open tool call (the merge of its announcements)."""
 
     own: bool = False  # opened for a client-side method call, not a tool_call
@@ -147,7 +147,7 @@ class Tool(Struct, frozen=True, kw_only=True, omit_defaults=True):
     declined: bool = False
 
 
-class Stream(Struct, frozen=True, kw_only=True, omit_defaults=True):
+class Stream(Stored, frozen=True, kw_only=True):
     """The message (or reasoning) item that text chunks are currently appended to."""
 
     kind: str  # "assistant" | "reasoning" | "user"
@@ -156,7 +156,7 @@ class Stream(Struct, frozen=True, kw_only=True, omit_defaults=True):
     messageId: str | None = None
 
 
-class State(Struct, frozen=True, kw_only=True, omit_defaults=True):
+class State(Stored, frozen=True, kw_only=True):
     session: str | None = None  # the ACP sessionId of the last session/new|load
     started: bool = False  # session.started emitted
     turns: int = 0  # prompts so far (the ordinal names the turn)

@@ -23,10 +23,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from msgspec import UNSET, Struct
+from msgspec import UNSET
 from msgspec.structs import replace
 
-from adapters.base import Session
+from adapters.base import Session, Stored
 from topics.canonical import TOOL_ITEM_TYPES
 from topics.chat import (
     ChatApproval,
@@ -41,18 +41,18 @@ from topics.chat import (
 )
 
 
-class OpenText(Struct, frozen=True):
+class OpenText(Stored, frozen=True):
     text: str = ""
     phase: str | None = None
 
 
-class OpenTool(Struct, frozen=True):
+class OpenTool(Stored, frozen=True):
     tool_use_id: str
     name: str
     shown: bool = False
 
 
-class ChatState(Struct, frozen=True, kw_only=True):
+class ChatState(Stored, frozen=True, kw_only=True):
     texts: dict[str, OpenText] = {}
     tools: dict[str, OpenTool] = {}
     last_text: str | None = None

@@ -56,7 +56,7 @@ import msgspec
 from msgspec import UNSET, Struct, UnsetType
 from msgspec.structs import replace as _replace
 
-from adapters.base import Emitter, MalformedRecord, Message
+from adapters.base import Emitter, MalformedRecord, Message, Stored
 from adapters.tools import item_type_for_tool, mcp_tool_name, normalize_tool_name
 from topics.canonical import (
     AccountRateLimitsUpdated,
@@ -132,7 +132,7 @@ provider = "claude"
 raw_source = "claude.sdk.message"
 
 
-class Block(Struct, frozen=True, kw_only=True):
+class Block(Stored, frozen=True, kw_only=True):
     """A content block streamed by `stream_event`s whose item is not completed yet."""
 
     kind: str  # "text" | "thinking" | "tool"
@@ -141,7 +141,7 @@ class Block(Struct, frozen=True, kw_only=True):
     tool: str | None = None  # tool_use id of a tool block
 
 
-class Msg(Struct, frozen=True, kw_only=True):
+class Msg(Stored, frozen=True, kw_only=True):
     """An assistant message of the current turn (kept until the turn ends, to dedupe)."""
 
     key: str  # what the message's item ids derive from: message.id, or a synthesised id
@@ -153,7 +153,7 @@ class Msg(Struct, frozen=True, kw_only=True):
     done: tuple[int, ...] = ()  # block indices whose item is completed (or a tool started)
 
 
-class Tool(Struct, frozen=True, kw_only=True):
+class Tool(Stored, frozen=True, kw_only=True):
     """A tool item waiting for its result, by tool_use id."""
 
     itemType: str
@@ -165,7 +165,7 @@ class Tool(Struct, frozen=True, kw_only=True):
     question: int = 0  # AskUserQuestion: 1 user-input opened, 2 resolved
 
 
-class Pending(Struct, frozen=True, kw_only=True):
+class Pending(Stored, frozen=True, kw_only=True):
     """A control_request waiting for its control_response, by request_id."""
 
     subtype: str
@@ -176,7 +176,7 @@ class Pending(Struct, frozen=True, kw_only=True):
     value: Any = None  # what a client's set_* request asked for
 
 
-class State(Struct, frozen=True, kw_only=True):
+class State(Stored, frozen=True, kw_only=True):
     session: str | None = None  # provider session_id (the thread)
     started: bool = False  # session.started emitted
     cwd: str | None = None

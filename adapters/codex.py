@@ -44,10 +44,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from msgspec import UNSET, Struct, UnsetType
+from msgspec import UNSET, UnsetType
 from msgspec.structs import replace as _replace
 
-from adapters.base import Emitter, MalformedRecord, Message
+from adapters.base import Emitter, MalformedRecord, Message, Stored
 from adapters.tools import mcp_tool_name, normalize_tool_name
 from topics.canonical import (
     AccountRateLimitsUpdated,
@@ -135,7 +135,7 @@ raw_source = "codex.app-server"
 # ---- state --------------------------------------------------------------------
 
 
-class OpenItem(Struct, frozen=True, kw_only=True):
+class OpenItem(Stored, frozen=True, kw_only=True):
     kind: str  # native ThreadItem type ("agentMessage", "commandExecution", ...)
     thread: str
     turn: str
@@ -147,13 +147,13 @@ class OpenItem(Struct, frozen=True, kw_only=True):
     streams: dict[str, str] = {}
 
 
-class OpenTurn(Struct, frozen=True, kw_only=True):
+class OpenTurn(Stored, frozen=True, kw_only=True):
     thread: str
     usage: Any = None  # last thread/tokenUsage/updated of this turn
     errorReported: bool = False  # a fatal `error` already became runtime.error
 
 
-class OpenRequest(Struct, frozen=True, kw_only=True):
+class OpenRequest(Stored, frozen=True, kw_only=True):
     method: str
     requestType: str
     thread: str | None = None
@@ -161,7 +161,7 @@ class OpenRequest(Struct, frozen=True, kw_only=True):
     item: str | None = None
 
 
-class State(Struct, frozen=True, kw_only=True):
+class State(Stored, frozen=True, kw_only=True):
     started: bool = False  # session.started emitted
     model: str | None = None  # model of the last configured thread
     threads: tuple[str, ...] = ()  # threads announced with thread.started

@@ -29,10 +29,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from msgspec import UNSET, Struct, UnsetType
+from msgspec import UNSET, UnsetType
 from msgspec.structs import replace as _replace
 
-from adapters.base import Emitter, MalformedRecord, Message
+from adapters.base import Emitter, MalformedRecord, Message, Stored
 from topics.canonical import (
     ContentDelta,
     ContentDeltaPayload,
@@ -62,12 +62,12 @@ provider = "codex-exec"
 raw_source = "codex.sdk.thread-event"
 
 
-class OpenItem(Struct, frozen=True):
+class OpenItem(Stored, frozen=True):
     itemType: str
     output: str = ""  # aggregated_output streamed so far (delivered whole if the turn ends)
 
 
-class State(Struct, frozen=True, kw_only=True):
+class State(Stored, frozen=True, kw_only=True):
     thread: str | None = None  # provider thread id
     turns: int = 0  # turns started so far (the ordinal names the turn)
     turnOpen: bool = False

@@ -41,10 +41,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from msgspec import UNSET, Struct, UnsetType
+from msgspec import UNSET, UnsetType
 from msgspec.structs import replace as _replace
 
-from adapters.base import Emitter, MalformedRecord, Message
+from adapters.base import Emitter, MalformedRecord, Message, Stored
 from adapters.tools import item_type_for_tool, normalize_tool_name
 from topics.canonical import (
     ContentDelta,
@@ -73,21 +73,21 @@ provider = "gemini"
 raw_source = "gemini.stream-json"
 
 
-class Tool(Struct, frozen=True, kw_only=True, omit_defaults=True):
+class Tool(Stored, frozen=True, kw_only=True):
     """A tool_use waiting for its tool_result."""
 
     name: str  # normalised
     input: Any = None
 
 
-class Reply(Struct, frozen=True, kw_only=True, omit_defaults=True):
+class Reply(Stored, frozen=True, kw_only=True):
     """The assistant message that delta chunks are appended to."""
 
     n: int  # session-wide item ordinal (names the item)
     text: str = ""
 
 
-class State(Struct, frozen=True, kw_only=True, omit_defaults=True):
+class State(Stored, frozen=True, kw_only=True):
     session: str | None = None  # init.session_id
     started: bool = False  # session.started emitted
     turns: int = 0  # turns started so far (the ordinal names the turn)

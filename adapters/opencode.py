@@ -87,10 +87,10 @@ import difflib
 import os
 from typing import Any
 
-from msgspec import UNSET, Struct, UnsetType
+from msgspec import UNSET, UnsetType
 from msgspec.structs import replace as _replace
 
-from adapters.base import Emitter, MalformedRecord, Message
+from adapters.base import Emitter, MalformedRecord, Message, Stored
 from adapters.tools import item_type_for_tool, normalize_tool_name
 from topics.canonical import (
     ContentDelta,
@@ -142,7 +142,7 @@ _RING = 64  # closed part/request ids remembered, to swallow late re-sends
 _MAX_NUM = 2.0**53  # token counts, costs, times and attempts beyond this are not real
 
 
-class Part(Struct, frozen=True, kw_only=True):
+class Part(Stored, frozen=True, kw_only=True):
     """One open message part (text, reasoning or tool)."""
 
     sid: str  # native session id
@@ -160,7 +160,7 @@ class Part(Struct, frozen=True, kw_only=True):
     busy: bool = False  # a tool call, or text that OpenCode timed (time.start) and not ended
 
 
-class Usage(Struct, frozen=True, kw_only=True):
+class Usage(Stored, frozen=True, kw_only=True):
     input: int = 0
     output: int = 0
     reasoning: int = 0
@@ -169,7 +169,7 @@ class Usage(Struct, frozen=True, kw_only=True):
     cost: float = 0.0
 
 
-class Sess(Struct, frozen=True, kw_only=True):
+class Sess(Stored, frozen=True, kw_only=True):
     """One OpenCode session (a canonical thread) seen on the bus."""
 
     turns: int = 0  # turns started so far (the ordinal names the turn)
@@ -185,14 +185,14 @@ class Sess(Struct, frozen=True, kw_only=True):
     error: str = ""  # that error's message
 
 
-class Request(Struct, frozen=True, kw_only=True):
+class Request(Stored, frozen=True, kw_only=True):
     sid: str
     kind: str  # "permission" | "question"
     requestType: str
     call: str = ""  # tool callID it gates
 
 
-class State(Struct, frozen=True, kw_only=True):
+class State(Stored, frozen=True, kw_only=True):
     started: bool = False  # session.started emitted
     sessions: dict[str, Sess] = {}
     roles: dict[str, str] = {}  # message id -> role, for messages of current turns

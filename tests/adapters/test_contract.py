@@ -84,3 +84,49 @@ def test_random_json_of_known_types_translates_or_raises_adapter_error(
                                  max_size=len(msgs)))
     check(provider, [Line(json.dumps(m).encode(), o)  # type: ignore[arg-type]
                      for m, o in zip(msgs, origins, strict=False)])
+
+
+# ---- the payload check: field tests agree with msgspec's own decoding ------------
+
+def _payload_types() -> list[type]:
+    import topics.canonical as canonical
+
+    return sorted({t for t in vars(canonical).values()
+                   if isinstance(t, type) and issubclass(t, msgspec.Struct)
+                   and t.__name__.endswith("Payload") and t.__name__ != "_Payload"},
+                  key=lambda t: t.__name__)
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers(-10, 10) | st.floats(allow_nan=False,
+                                                                 allow_infinity=False)
+    | st.sampled_from(["", "x", "completed", "failed", "agent_message", "command_execution",
+                       "user", "assistant", "text", "reasoning_summary", "approval"]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner,
+                                                                max_size=3),
+    max_leaves=6)
+
+
+@pytest.mark.parametrize("cls", _payload_types(), ids=lambda t: t.__name__)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_the_payload_check_rejects_exactly_what_a_consumer_cannot_decode(cls, data):
+    """adapters.base checks each event's payload field by field (plain type tests): it
+    must raise exactly when msgspec, decoding the payload's JSON as its type, does."""
+    from adapters.base import _check_payload
+
+    fields = msgspec.structs.fields(cls)
+    kwargs = {f.name: data.draw(_json | st.just(msgspec.UNSET), label=f.name)
+              for f in fields}
+    payload = cls(**kwargs)
+    try:
+        msgspec.json.decode(msgspec.json.encode(payload), type=cls)
+        decodable = True
+    except msgspec.ValidationError:
+        decodable = False
+    try:
+        _check_payload(payload)
+        passed = True
+    except msgspec.ValidationError:
+        passed = False
+    assert passed == decodable, kwargs

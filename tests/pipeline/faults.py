@@ -333,6 +333,14 @@ class Workers:
                 w.kill()
 
 
+def entry_type(table: str) -> Any:
+    """The stored value type of a `sessions.<provider>` table."""
+    from adapters import get
+    from pipeline.normalize import SessionEntry
+
+    return SessionEntry[get(table[len("sessions."):]).state_type]  # type: ignore[misc]
+
+
 async def stored_state(settings: Settings) -> dict[tuple[str, str], dict[str, Any]]:
     """The live entries of every table of the app, read from their changelogs:
     (table, session) -> the decoded Session (seq, watermark, partition, ...), and
@@ -367,13 +375,13 @@ async def stored_state(settings: Settings) -> dict[tuple[str, str], dict[str, An
                         out.pop((table, r.key.decode()), None)
                         out.pop(("chat", r.key.decode()), None)
                     elif table.startswith("sessions."):
-                        # a SessionEntry: [the session, the chat projection's state]
-                        session, chat = msgspec.msgpack.decode(r.value)
-                        out[(table, r.key.decode())] = session
-                        if chat is None:
+                        # a SessionEntry: the session and the chat projection's state
+                        entry = msgspec.msgpack.decode(r.value, type=entry_type(table))
+                        out[(table, r.key.decode())] = msgspec.structs.asdict(entry.session)
+                        if entry.chat is None:
                             out.pop(("chat", r.key.decode()), None)
                         else:
-                            out[("chat", r.key.decode())] = chat
+                            out[("chat", r.key.decode())] = msgspec.structs.asdict(entry.chat)
                     else:
                         out[(table, r.key.decode())] = msgspec.msgpack.decode(r.value)
     finally:
