@@ -546,8 +546,11 @@ def run_bench(settings: Settings, *, messages: int, repeat: int, batch: int,
             say(f"run {i + 1}/{repeat}: canonflow {label} {r.rate:,.0f} msg/s "
                 f"({r.events} events verified)")
     med = statistics.median
+    # a record holds consecutive messages of one origin (a client request ends one)
+    per_record = n / sum(len(records_of(s, batch)) for s in sessions)
     result: dict[str, Any] = {
         "workload": {"messages": n, "sessions": len(sessions), "batch": batch,
+                     "messages_per_batched_record": per_record,
                      "repeat": repeat, "partitions": settings.partitions},
         "adapter_core_msgs_per_s": {p: med(c[p] for c in core) for p in core[0]},
         "adapter_core_batched_msgs_per_s": med(c["mix"] for c in core_batched),
@@ -601,6 +604,8 @@ def format_report(r: dict[str, Any]) -> str:
         f"  (4) canonflow, 1 message/record      {r['canonflow_single_msgs_per_s']:>12,.0f}",
         f"  (4) canonflow, {w['batch']} messages/record    "
         f"{r['canonflow_batched_msgs_per_s']:>12,.0f}",
+        f"      (up to {w['batch']}: {w['messages_per_batched_record']:.1f} on average, a "
+        f"record ends where the other side speaks)",
         f"  (4) same, two workers in one group   {r['canonflow_two_workers_msgs_per_s']:>12,.0f}",
         "",
         f"ratio (4 batched)/(2) = {r['ratios']['batched_vs_aiokafka']:.2f}   "

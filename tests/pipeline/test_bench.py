@@ -53,7 +53,8 @@ def test_a_missing_or_changed_event_is_a_wrong_answer():
 
 def test_report_names_the_ratios():
     result = {
-        "workload": {"messages": 10, "sessions": 1, "batch": 50, "repeat": 1, "partitions": 4},
+        "workload": {"messages": 10, "sessions": 1, "batch": 50, "repeat": 1, "partitions": 4,
+                     "messages_per_batched_record": 5.0},
         "adapter_core_msgs_per_s": {"mix": 1.0},
         "aiokafka_passthrough_msgs_per_s": 10.0, "faust_passthrough_msgs_per_s": 5.0,
         "canonflow_single_msgs_per_s": 4.5, "canonflow_batched_msgs_per_s": 4.0,
@@ -62,3 +63,4 @@ def test_report_names_the_ratios():
     }
     text = format_report(result)
     assert "(4 batched)/(2) = 0.40" in text and "(4 single)/(3) = 0.90" in text
+    assert "5.0 on average" in text
