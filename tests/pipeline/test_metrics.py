@@ -327,9 +327,16 @@ def test_health_is_degraded_while_the_broker_is_away_and_the_worker_goes_on_afte
         assert scrape(settings.web_port).value("canonflow_broker_up") == 0
         assert worker.alive()
 
-        # Tansu's memory storage starts empty: the topics, and fresh records, again
+        # Tansu's memory storage starts empty: the topics, and fresh records, again.
+        # First the session from before, as a producer retrying after the outage would
+        # send it: the same records at the same offsets of the same partition, so a
+        # worker that kept its read position from before the outage (it may have
+        # committed it there) is not ahead of the new log. They change nothing either
+        # way: they are at or below that session's watermark.
         broker = EmbeddedBroker(port=port, log_path=str(tmp_path / "tansu-2.log")).start()
         ensure_topics(settings)
+        asyncio.run(produce(settings, "codex-exec", "before",
+                            records_from_file(str(CAPTURE), "capture")))
         keys = {f"after-{i}".encode() for i in range(6)}  # spread over the partitions
         for key in sorted(keys):
             asyncio.run(produce(settings, "codex-exec", key.decode(),
