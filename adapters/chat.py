@@ -27,7 +27,7 @@ from msgspec import UNSET
 from msgspec.structs import replace
 
 from adapters.base import Session, Stored
-from topics.canonical import TOOL_ITEM_TYPES
+from topics.canonical import TOOL_ITEM_TYPES, SessionExited
 from topics.chat import (
     ChatApproval,
     ChatDone,
@@ -275,3 +275,13 @@ def project_event(session: Session[ChatState], ev: Any, *, offset: int
 
 def new_chat_session() -> Session[ChatState]:
     return Session(state=ChatState())
+
+
+def project_next(session: Session[ChatState] | None, ev: Any
+                 ) -> tuple[Session[ChatState] | None, list[ChatRecord]]:
+    """The chat view's step over a session's canonical events, as the worker and
+    `replay --view chat` both run it: watermarked on the event's gapless `seq` (an event
+    published again after a crash is projected once); after session.exited the state is
+    gone (None), so a session that resumes starts a new chat."""
+    new, records = project_event(session or new_chat_session(), ev, offset=ev.seq)
+    return (None if isinstance(ev, SessionExited) else new), records

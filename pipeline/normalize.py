@@ -20,9 +20,8 @@ from msgspec import UNSET
 
 from adapters import Line, Session, Translator, get, new_session, split_lines, translate_record
 from adapters.base import close_session
-from adapters.chat import ChatState, new_chat_session, project_event
+from adapters.chat import ChatState, project_next
 from pipeline.redact import Redactor
-from topics.canonical import SessionExited
 from topics.catalog import raw_topic
 from topics.chat import encode_chat
 from topics.records import HEADER_ORIGIN, HEADER_TIME, DeadLetter, Origin, encode_deadletter
@@ -104,11 +103,6 @@ class Normalizer:
             return SessionEntry(new_session(self.translator))
         return self._decode_state(stored)
 
-    def idle_since(self, stored: bytes) -> tuple[int, int]:
-        """(partition, time ms of the last record) of a stored session."""
-        session = self._decode_state(stored).session
-        return session.partition, session.clockMs
-
     def expire(self, stored: bytes, key: bytes, *, now_ms: int, reason: str = "idle"
                ) -> tuple[int, Output]:
         """Close a stored session nobody continues: (its partition, the synthetic
@@ -178,11 +172,9 @@ class Normalizer:
         that event's chat records only; the canonical events are published all the same
         and the dead letter keeps the event."""
         publish = self._publish
-        records: list[bytes] = []
         if not self.chat:
-            for e in events:
-                records.append(publish(e)[0])
-            return records, [], [], None
+            return [publish(e)[0] for e in events], [], [], None
+        records: list[bytes] = []
         chat: list[bytes] = []
         dead: list[bytes] = []
         for e in events:
@@ -191,16 +183,13 @@ class Normalizer:
             if published is None:
                 continue
             try:
-                new, out = project_event(chat_state or new_chat_session(), published,
-                                         offset=published.seq)
-                chat.extend(encode_chat(r) for r in out)
+                chat_state, out = project_next(chat_state, published)
             except Exception as error:  # a projection bug: keep the event, go on
                 log.exception("chat projection failed on %s seq %s", e.sessionId, e.seq)
                 dead.append(self._dead(key, partition, offset, origin, time_ms, str(error),
                                        f"InternalError.chat.{type(error).__name__}", data))
                 continue
-            # the session is over: its chat state goes (a resumed session starts anew)
-            chat_state = None if isinstance(published, SessionExited) else new
+            chat.extend(encode_chat(r) for r in out)
         return records, chat, dead, chat_state
 
     def _dead(self, key: bytes | None, partition: int, offset: int, origin: Origin,

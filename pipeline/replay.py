@@ -16,7 +16,7 @@ from typing import IO, Any, Literal
 import msgspec
 
 from adapters import Line, Session, Translator, get, new_session, translate_record
-from adapters.chat import ChatState, new_chat_session, project_event
+from adapters.chat import ChatState, project_next
 from pipeline.redact import Redactor
 from topics.catalog import raw_topic
 from topics.chat import encode_chat
@@ -95,9 +95,9 @@ class ChatView:
         self.sessions: dict[str, Session[ChatState]] = {}
 
     def feed(self, event: Any) -> list[Any]:
-        session = self.sessions.get(event.sessionId) or new_chat_session()
-        session, records = project_event(session, event, offset=event.seq)
-        self.sessions[event.sessionId] = session
+        session, records = project_next(self.sessions.pop(event.sessionId, None), event)
+        if session is not None:
+            self.sessions[event.sessionId] = session
         return records
 
 

@@ -25,20 +25,17 @@ def acting_for(event: Any) -> None:
     _current_event.set(weakref.ref(event))
 
 
-class _Message:
-    __slots__ = ("partition",)
+class _StandIn:
+    """What Faust's stores read of a current event: `event.message.partition`."""
+
+    __slots__ = ("partition", "__weakref__")
 
     def __init__(self, partition: int):
         self.partition = partition
 
-
-class _StandIn:
-    """What Faust's stores read of a current event: its message's partition."""
-
-    __slots__ = ("message", "__weakref__")
-
-    def __init__(self, partition: int):
-        self.message = _Message(partition)
+    @property
+    def message(self) -> _StandIn:
+        return self
 
 
 def partition_stand_in(partition: int) -> Any:

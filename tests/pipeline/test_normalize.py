@@ -85,14 +85,14 @@ def test_chat_records_come_with_the_events_and_a_projection_bug_loses_no_event(m
     import pipeline.normalize as normalize
     from topics.canonical import ItemCompleted
 
-    real = normalize.project_event
+    real = normalize.project_next
 
-    def broken(session, event, *, offset):
+    def broken(session, event):
         if isinstance(event, ItemCompleted):
             raise RuntimeError("projection bug")
-        return real(session, event, offset=offset)
+        return real(session, event)
 
-    monkeypatch.setattr(normalize, "project_event", broken)
+    monkeypatch.setattr(normalize, "project_next", broken)
     out = Normalizer("codex-exec").process(None, b"s1", b"\n".join(lines), partition=0,
                                            offset=0)
     assert out.records == whole.records  # every canonical event is published all the same
