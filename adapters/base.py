@@ -28,7 +28,8 @@ import hashlib
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from functools import lru_cache
-from typing import Any, Generic, Protocol, TypeVar
+from types import UnionType
+from typing import Any, Generic, Protocol, TypeVar, Union, get_args, get_origin
 
 import msgspec
 from msgspec import UNSET, Struct, UnsetType
@@ -106,13 +107,22 @@ def _iso_day(days: int) -> str:
     return datetime.fromtimestamp(days * 86400, tz=UTC).strftime("%Y-%m-%dT")
 
 
+@lru_cache(maxsize=1 << 12)
+def _iso_second(secs: int) -> str:
+    """`YYYY-MM-DDTHH:MM:SS.` of epoch seconds: a session's messages share few seconds,
+    so only the milliseconds are formatted per call."""
+    days, rem = divmod(secs, 86_400)
+    mins, secs = divmod(rem, 60)
+    hours, mins = divmod(mins, 60)
+    return f"{_iso_day(days)}{hours:02d}:{mins:02d}:{secs:02d}."
+
+
+_MILLIS = tuple(f"{milli:03d}Z" for milli in range(1000))  # the tail of each createdAt
+
+
 def iso_ms(ms: int) -> str:
     """Epoch milliseconds as ISO 8601 UTC with milliseconds (never the local zone)."""
-    days, rem = divmod(ms, 86_400_000)
-    secs, milli = divmod(rem, 1000)
-    mins, secs = divmod(secs, 60)
-    hours, mins = divmod(mins, 60)
-    return f"{_iso_day(days)}{hours:02d}:{mins:02d}:{secs:02d}.{milli:03d}Z"
+    return _iso_second(ms // 1000) + _MILLIS[ms % 1000]
 
 
 # ---------------------------------------------------------------------------
@@ -151,16 +161,14 @@ class Session(Stored, Generic[S], frozen=True, kw_only=True):
     state: S
 
 
-class Message:
-    """One native message handed to a translator."""
+class Message(Struct, gc=False):
+    """One native message handed to a translator (a Struct: built per line, and a
+    positional Struct is half the cost of a class with __slots__ and __init__)."""
 
-    __slots__ = ("obj", "data", "origin", "time_ms")
-
-    def __init__(self, obj: dict[str, Any], data: bytes, origin: Origin, time_ms: int | None):
-        self.obj = obj  # the decoded JSON object
-        self.data = data  # its exact bytes
-        self.origin = origin  # "agent" wrote it, or "client" (requests, responses, decisions)
-        self.time_ms = time_ms
+    obj: dict[str, Any]  # the decoded JSON object
+    data: bytes  # its exact bytes
+    origin: Origin  # "agent" wrote it, or "client" (requests, responses, decisions)
+    time_ms: int | None
 
 
 class Emitter:
@@ -168,7 +176,7 @@ class Emitter:
 
     __slots__ = (
         "provider", "session_id", "seq", "epoch_ms", "clock_ms", "_created", "include_raw",
-        "raw_source", "events", "_message", "native_type",
+        "raw_source", "events", "_message", "native_type", "_id_prefix",
     )
 
     def __init__(self, provider: str, session_id: str, seq: int, clock_ms: int,
@@ -184,6 +192,9 @@ class Emitter:
         self.events: list[_Event] = []
         self._message: Message | None = None
         self.native_type: str | UnsetType = UNSET  # set by translators, recorded in `raw`
+        # event_id()'s hashed prefix, the same for the whole record: looked up at the
+        # record's first event only (many records give none)
+        self._id_prefix: str | None = None
 
     def id(self, prefix: str, *parts: str) -> str:
         """Canonical id for provider id parts, scoped to this session."""
@@ -222,15 +233,22 @@ class Emitter:
         with_raw: bool = False,
     ) -> None:
         """Append one event; canonical ids (`thread`, `turn`, ...) must already be canonical."""
-        self.seq += 1
+        self.seq = seq = self.seq + 1
+        created = self._created  # the created_at property, inlined (called for every event)
+        if created is None:
+            created = self._created = iso_ms(self.clock_ms)
+        id_prefix = self._id_prefix
+        if id_prefix is None:
+            id_prefix = self._id_prefix = _event_prefix(self.provider, self.session_id,
+                                                        self.epoch_ms)
         self.events.append(
             cls(  # type: ignore[call-arg]  # `payload` is declared on each subclass
                 schemaVersion=SCHEMA_VERSION,
-                eventId=event_id(self.provider, self.session_id, self.seq, self.epoch_ms),
-                seq=self.seq,
+                eventId=f"{id_prefix}{seq:012x}",  # = event_id(provider, session, seq, epoch)
+                seq=seq,
                 provider=self.provider,
                 sessionId=self.session_id,
-                createdAt=self.created_at,
+                createdAt=created,
                 threadId=thread,
                 turnId=turn,
                 itemId=item,
@@ -281,15 +299,69 @@ _encode = msgspec.json.Encoder().encode
 _payload_decoders: dict[type, Any] = {}
 
 
+def _payload_decoder(cls: type) -> Any:
+    decoder = _payload_decoders.get(cls)
+    if decoder is None:
+        decoder = _payload_decoders[cls] = msgspec.json.Decoder(_check_type(cls)).decode
+    return decoder
+
+
+# `Any`-typed field shapes whose values the check skips over instead of building them
+# (msgspec.Raw): every JSON value is a valid `Any`, so decoding one can only fail as
+# skipping it fails (too deep: the same RecursionError at the same depth, measured).
+_SKIP_ANY: dict[Any, Any] = {
+    Any: msgspec.Raw,
+    dict[str, Any]: dict[str, msgspec.Raw],
+    list[Any]: list[msgspec.Raw],
+}
+
+
+def _skip_any(tp: Any) -> Any:
+    if tp in _SKIP_ANY:
+        return _SKIP_ANY[tp]
+    if get_origin(tp) in (Union, UnionType):
+        args = get_args(tp)
+        new = tuple(_SKIP_ANY.get(a, a) for a in args)
+        if new != args:
+            return Union[new]  # noqa: UP007  # a tuple of types, built at run time
+    return tp
+
+
+def _check_type(cls: type) -> Any:
+    """The type `_check_payload` decodes `cls`'s JSON as: a twin of `cls` with the
+    same fields (names, wire names, types, defaults), except that the values of its
+    `Any` fields are skipped instead of built as Python objects. The twin accepts
+    exactly the JSON `cls` accepts and fails on the rest with the same error; it only
+    saves building the dicts and lists the check throws away (half its time: a
+    session's whole configuration, token usage, tool input). `cls` itself when it has
+    no such field or anything the twin might not reproduce (a tag, array_like,
+    forbid_unknown_fields, __post_init__)."""
+    config = cls.__struct_config__  # type: ignore[attr-defined]
+    if (config.tag is not None or config.array_like or config.forbid_unknown_fields
+            or hasattr(cls, "__post_init__")):
+        return cls
+    fields = msgspec.structs.fields(cls)
+    spec: list[tuple[str, Any, Any]] = []
+    for f in fields:
+        if f.required:
+            default = msgspec.field()
+        elif f.default_factory is not msgspec.NODEFAULT:
+            default = msgspec.field(default_factory=f.default_factory)
+        else:
+            default = msgspec.field(default=f.default)
+        spec.append((f.name, _skip_any(f.type), default))
+    if all(tp is f.type for (_, tp, _), f in zip(spec, fields, strict=True)):
+        return cls
+    return msgspec.defstruct(f"{cls.__name__}Check", spec, kw_only=True,
+                             rename={f.name: f.encode_name for f in fields})
+
+
 def _check_payload(payload: Struct) -> None:
     """Raises msgspec.ValidationError (a ValueError) if `payload` would not decode as
     its own type (checked by a JSON round trip, the way a consumer reads it).
-    Measured: 1.5 us per event; a field-by-field check in Python was no faster."""
-    cls = type(payload)
-    decoder = _payload_decoders.get(cls)
-    if decoder is None:
-        decoder = _payload_decoders[cls] = msgspec.json.Decoder(cls).decode
-    decoder(_encode(payload))
+    Measured: 1.5 us per event; a field-by-field check in Python was no faster.
+    (translate_record inlines this.)"""
+    _payload_decoder(type(payload))(_encode(payload))
 
 
 class LineFailure(Struct, frozen=True):
@@ -353,22 +425,40 @@ def translate_record(
     out = Emitter(translator.provider, session_id, session.seq, session.clockMs, include_raw,
                   translator.raw_source, epoch)
     translate = translator.translate
+    events = out.events  # the Emitter's own list, never replaced
+    decoders = _payload_decoders
     failures: list[LineFailure] = []
     for n, line in enumerate(lines):
-        if line.time_ms is not None:
-            out.set_clock(line.time_ms)
-        mark, seq = len(out.events), out.seq
+        # Emitter.set_clock and decode_message, inlined: this loop runs once per line
+        time_ms = line.time_ms
+        if time_ms is not None and time_ms != out.clock_ms:
+            out.clock_ms = time_ms
+            out._created = None
+        mark, seq = len(events), out.seq
+        data = line.data
         try:
-            obj = decode_message(line.data)
-            out._message = Message(obj, line.data, line.origin, line.time_ms)
+            try:
+                obj = _decode_json(data)
+            except msgspec.DecodeError as e:
+                raise MalformedRecord(f"not valid JSON: {e}") from None
+            if not isinstance(obj, dict):
+                raise MalformedRecord(
+                    f"a native message must be a JSON object, got {type(obj).__name__}")
+            msg = out._message = Message(obj, data, line.origin, time_ms)
             out.native_type = UNSET
             try:
-                new_state = translate(state, out._message, out)
-                for ev in out.events[mark:]:
-                    # the encoder writes whatever a field holds: a native value of the
-                    # wrong type must not leave as an event consumers cannot decode
-                    # (the envelope is ours; the payload holds the native values)
-                    _check_payload(ev.payload)  # type: ignore[attr-defined]
+                new_state = translate(state, msg, out)
+                if len(events) > mark:
+                    for ev in events[mark:]:
+                        # the encoder writes whatever a field holds: a native value of the
+                        # wrong type must not leave as an event consumers cannot decode
+                        # (the envelope is ours; the payload holds the native values).
+                        # _check_payload, inlined.
+                        payload = ev.payload  # type: ignore[attr-defined]
+                        decode = decoders.get(type(payload))
+                        if decode is None:
+                            decode = _payload_decoder(type(payload))
+                        decode(_encode(payload))
                 state = new_state
             except _SHAPE_ERRORS as e:
                 kind = obj.get("type", obj.get("method", "?"))
@@ -377,16 +467,19 @@ def translate_record(
                     f"{type(e).__name__}: {e}"
                 ) from None
         except AdapterError as e:
-            del out.events[mark:]
+            del events[mark:]
             out.seq = seq
-            failures.append(LineFailure(n, line.data, e))
-    thread, turn, open_items = _follow(session, out.events)
-    if session.epochMs < 0 and not out.events:
-        epoch = -1  # the epoch is the time of the first record that gave events
+            failures.append(LineFailure(n, data, e))
+    if events:
+        thread, turn, open_items = _follow(session, events)
+    else:
+        thread, turn, open_items = session.thread, session.turn, session.open
+        if session.epochMs < 0:
+            epoch = -1  # the epoch is the time of the first record that gave events
     return (
         Session(seq=out.seq, watermark=offset, partition=partition, clockMs=out.clock_ms,
                 epochMs=epoch, thread=thread, turn=turn, open=open_items, state=state),
-        out.events,
+        events,
         failures,
     )
 

@@ -224,15 +224,16 @@ class _At:
 
     def __init__(self, out: Emitter, *, thread: str | None = None, turn: str | None = None,
                  item: str | None = None, request: str | None = None):
-        refs = ProviderRefs(providerThreadId=_unset(thread), providerTurnId=_unset(turn),
-                            providerItemId=_unset(item), providerRequestId=_unset(request))
         any_ref = thread is not None or turn is not None or item is not None or request is not None
         self.kw: dict[str, Any] = {
             "thread": out.id("thr", thread) if thread is not None else UNSET,
             "turn": out.id("trn", turn) if turn is not None else UNSET,
             "item": out.id("itm", turn or "", item) if item is not None else UNSET,
             "request": out.id("req", request) if request is not None else UNSET,
-            "refs": refs if any_ref else UNSET,
+            # built only when it is used
+            "refs": ProviderRefs(providerThreadId=_unset(thread), providerTurnId=_unset(turn),
+                                 providerItemId=_unset(item), providerRequestId=_unset(request))
+            if any_ref else UNSET,
         }
 
 
