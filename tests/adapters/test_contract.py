@@ -85,3 +85,51 @@ def test_random_json_of_known_types_translates_or_raises_adapter_error(
     check(provider, [Line(json.dumps(m).encode(), o)  # type: ignore[arg-type]
                      for m, o in zip(msgs, origins, strict=False)])
 
+
+
+# The payload check decodes a payload's JSON into a twin type whose `Any` values are
+# skipped (adapters.base._check_type): it must accept and reject exactly what the
+# payload's own type does, whatever a translator put into any field.
+
+def _payload_types() -> list[type]:
+    from topics import canonical
+
+    out: list[type] = []
+    todo = list(canonical._Payload.__subclasses__())
+    while todo:
+        cls = todo.pop()
+        out.append(cls)
+        todo.extend(cls.__subclasses__())
+    return sorted(out, key=lambda c: c.__name__)
+
+
+_JSON_ISH = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False)
+    | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner,
+                                                                 max_size=3),
+    max_leaves=8)
+
+
+@pytest.mark.parametrize("cls", _payload_types(), ids=lambda c: c.__name__)
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_the_payload_check_rejects_exactly_what_the_payload_type_rejects(cls: type,
+                                                                         data: st.DataObject):
+    from adapters.base import _check_payload
+
+    fields = msgspec.structs.fields(cls)
+    values = {f.name: data.draw(_JSON_ISH) for f in fields
+              if f.required or data.draw(st.booleans())}
+    payload = cls(**values)
+    try:
+        msgspec.json.decode(msgspec.json.encode(payload), type=cls)
+        valid = True
+    except msgspec.ValidationError:
+        valid = False
+    try:
+        _check_payload(payload)  # type: ignore[arg-type]
+        checked = True
+    except msgspec.ValidationError:
+        checked = False
+    assert checked == valid, (cls.__name__, values)
