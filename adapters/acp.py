@@ -191,12 +191,8 @@ class _Ctx:
         self.turn: str | UnsetType = out.id("trn", str(state.turns)) if state.turnOpen else UNSET
 
     def refs(self, **ids: str | UnsetType) -> ProviderRefs | UnsetType:
-        if not self.sid:
-            for v in ids.values():  # all(...) over a generator, without the generator
-                if v is not UNSET:
-                    break
-            else:
-                return UNSET
+        if not self.sid and all(v is UNSET for v in ids.values()):
+            return UNSET
         return ProviderRefs(providerSessionId=self.sid or UNSET, **ids)  # type: ignore[arg-type]
 
 

@@ -240,18 +240,15 @@ def _emit(state: State, out: Emitter, cls: type[_Event], payload: Struct, *,
           request: str | None = None, request_ref: str | None = None,
           parent: str | None = None) -> None:
     """Emit with the current thread/turn; `item`, `request`, `parent` are native keys."""
-    # called for every event: _thread and _turn inlined, and ProviderRefs built only
-    # when one of its ids is set (what comparing it with an empty ProviderRefs decided)
-    session = state.session
+    # ProviderRefs only when one of its ids is set (not built, then compared with an
+    # empty one, for every event)
     refs: ProviderRefs | UnsetType = UNSET
-    if session or item_ref or request_ref or parent:
-        refs = ProviderRefs(providerThreadId=session or UNSET,
+    if state.session or item_ref or request_ref or parent:
+        refs = ProviderRefs(providerThreadId=state.session or UNSET,
                             providerItemId=item_ref or UNSET,
                             providerRequestId=request_ref or UNSET,
                             providerParentItemId=parent or UNSET)
-    out.emit(cls, payload, synthetic=synthetic,
-             thread=out.id("thr", session) if session else UNSET,
-             turn=out.id("trn", str(state.turns)) if state.turnOpen else UNSET,
+    out.emit(cls, payload, synthetic=synthetic, thread=_thread(state, out), turn=_turn(state, out),
              item=out.id("itm", item) if item else UNSET,
              request=out.id("req", request) if request else UNSET,
              parent=out.id("itm", parent) if parent else UNSET,

@@ -21,13 +21,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import faust
 
 from pipeline.fleet import Counted, FleetStage, add_fleet
 from pipeline.metrics import Item, WorkerMetrics
-from pipeline.normalize import Normalizer, internal_error
+from pipeline.normalize import Normalizer, Output, internal_error
 from pipeline.settings import Settings
 from pipeline.tables import acting_for, partition_stand_in
 from pipeline.web import Health, install_web
@@ -234,7 +235,7 @@ class OutputProducer:
         try:
             for tp, indexes in groups.items():
                 topic, partition = tp
-                batch, members = producer.create_batch(), []
+                batch, members = producer.create_batch(), list[int]()
                 for i in indexes:
                     _, value, key, _, ts = items[i]
                     if batch.append(key=key, value=value, timestamp=ts) is None:  # full
@@ -259,6 +260,16 @@ class _Sessions:
     def __init__(self) -> None:
         self.lock = asyncio.Lock()
         self.last_seen: dict[bytes, float] = {}
+
+
+def _outputs(out: Output, key: bytes | None, partition: int, ts_ms: int | None
+             ) -> Iterator[Item]:
+    """What `out` publishes, on the partition of the record it came from: its canonical
+    events, chat records and dead letters."""
+    for topic, values in ((CANONICAL_TOPIC, out.records), (CHAT_TOPIC, out.chat),
+                          (DEADLETTER_TOPIC, out.deadletters)):
+        for value in values:
+            yield topic, value, key, partition, ts_ms
 
 
 def _store(table: Any, key: bytes, partition: int, value: bytes | None,
@@ -335,15 +346,10 @@ def _add_batched_agent(app: faust.App, settings: Settings, name: str, source: fa
                               msg.offset)
                 out = internal_error(step, e, key, value, partition=partition,
                                      offset=msg.offset)
-            for v in out.records:
-                items.append((CANONICAL_TOPIC, v, key, partition, ts_ms))
+            items.extend(_outputs(out, key, partition, ts_ms))
             if fleet is not None and key is not None:
                 counted.extend(Counted(key, v, partition, msg.offset, ts_ms or 0, event)
                                for v in out.records)
-            for v in out.chat:
-                items.append((CHAT_TOPIC, v, key, partition, ts_ms))
-            for v in out.deadletters:
-                items.append((DEADLETTER_TOPIC, v, key, partition, ts_ms))
             if key is not None and (out.state is not None or out.delete):
                 states[key] = (partition, out.state, event)
             if value:
@@ -412,12 +418,7 @@ def _add_idle_expiry(app: faust.App, settings: Settings, name: str, table: Any,
                 except Exception:  # an unreadable state is left alone, and said so
                     log.exception("%s: cannot close idle session %r", name, key)
                     continue
-                for v in out.records:
-                    items.append((CANONICAL_TOPIC, v, key, partition, now_ms))
-                for v in out.chat:
-                    items.append((CHAT_TOPIC, v, key, partition, now_ms))
-                for v in out.deadletters:
-                    items.append((DEADLETTER_TOPIC, v, key, partition, now_ms))
+                items.extend(_outputs(out, key, partition, now_ms))
                 if fleet is not None:
                     at = stand_ins.setdefault(partition, partition_stand_in(partition))
                     counted.extend(Counted(key, v, partition, None, now_ms, at)

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from typing import Any, Generic, TypeVar
 
 import msgspec
-from msgspec import UNSET
+from msgspec import UNSET, UnsetType
 
 from adapters import Line, Session, Translator, get, new_session, split_lines, translate_record
 from adapters.base import close_session
@@ -192,8 +192,8 @@ class Normalizer:
             chat.extend(encode_chat(r) for r in out)
         return records, chat, dead, chat_state
 
-    def _dead(self, key: bytes | None, partition: int, offset: int, origin: Origin,
-              time_ms: int | None, reason: str, cls: str, data: bytes,
+    def _dead(self, key: bytes | None, partition: int, offset: int,
+              origin: Origin | UnsetType, time_ms: int | None, reason: str, cls: str, data: bytes,
               line: int | None = None) -> bytes:
         return encode_deadletter(DeadLetter(
             topic=self.topic, partition=partition, offset=offset, provider=self.provider,
@@ -207,8 +207,6 @@ def internal_error(step: Normalizer, error: Exception, key: bytes | None,
                    value: bytes | None, *, partition: int, offset: int) -> Output:
     """The dead letter for a record the step itself failed on (a bug, not bad input):
     the record is kept, the worker goes on."""
-    return Output(None, [], [encode_deadletter(DeadLetter(
-        topic=step.topic, partition=partition, offset=offset, provider=step.provider,
-        key=key.decode("utf-8", "replace") if key is not None else None,
-        errorClass=f"InternalError.{type(error).__name__}", reason=str(error),
-        value=value or b""))])
+    return Output(None, [], [step._dead(key, partition, offset, UNSET, None, str(error),
+                                        f"InternalError.{type(error).__name__}",
+                                        value or b"")])
