@@ -30,7 +30,7 @@ from pipeline.fleet import Counted, FleetStage, add_fleet
 from pipeline.metrics import Item, WorkerMetrics
 from pipeline.normalize import Normalizer, Output, internal_error
 from pipeline.settings import Settings
-from pipeline.tables import acting_for, partition_stand_in
+from pipeline.tables import TableManager, acting_for, partition_stand_in
 from pipeline.web import Health, install_web
 from topics.catalog import CANONICAL_TOPIC, CHAT_TOPIC, DEADLETTER_TOPIC, raw_topic
 
@@ -91,6 +91,7 @@ def create_app(settings: Settings) -> faust.App:
         web_port=settings.web_port,
         web_in_thread=False,
         producer_acks=-1,
+        TableManager=TableManager,
         producer_linger=settings.producer_linger,
         broker_rebalance_timeout=settings.rebalance_timeout,
         broker_session_timeout=max(10.0, settings.rebalance_timeout),

@@ -321,9 +321,10 @@ class Workers:
         self.tmp_path = tmp_path
         self.started: list[WorkerProcess] = []
 
-    def start(self, settings: Settings, name: str) -> WorkerProcess:
+    def start(self, settings: Settings, name: str, env: dict[str, str] | None = None
+              ) -> WorkerProcess:
         log = str(self.tmp_path / f"{name}-{len(self.started)}.log")
-        w = WorkerProcess(settings, log_path=log).start()
+        w = WorkerProcess(settings, log_path=log, env=env).start()
         self.started.append(w)
         return w
 

@@ -14,7 +14,9 @@ processes, SIGTERM. Every child is stopped by its PID in `finally`.
 from __future__ import annotations
 
 import asyncio
+import os
 import random
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -38,6 +40,7 @@ from tests.pipeline.faults import (
     wait_for_log,
     workload,
 )
+from tests.pipeline.slow_seek.sitecustomize import GAP_MARK, LOADED_MARK
 from topics.catalog import CANONICAL_TOPIC, CHAT_TOPIC, DEADLETTER_TOPIC, raw_topic
 
 broker = pytest.fixture(name="broker")(own_broker)
@@ -145,6 +148,68 @@ def test_sigterm_mid_stream_exits_0_and_the_restart_resumes_without_loss(setting
     for w in workers.started:
         log = open(str(w.log_path), errors="replace").read()
         assert "Traceback" not in log, f"an error during shutdown; see {w.log_path}"
+
+
+def test_a_restart_whose_seek_to_the_committed_offsets_is_slow_loses_no_record(
+        settings, tmp_path, capsys):
+    """When a worker starts, Faust's recovery resumes the raw partitions and then seeks
+    them to their committed offsets, a broker round trip. Records that reached the agent
+    meanwhile made Faust acknowledge a false gap and commit past records nobody
+    processed (pipeline.tables.Recovery). Here the broker answers that seek a second
+    late, with a backlog waiting and records still arriving: without the correction,
+    Faust acknowledged gaps in raw partitions on every run (2 of 2)."""
+    work = workload(900, prefix="seek")
+    first, second = _halves(work)
+    canonical = expected_canonical(work)
+    chat = expected_chat(canonical)
+    before = expected_canonical(first)
+    live = settings.replace(log_level="info")
+    slow = {"PYTHONPATH": os.pathsep.join(
+                [str(Path(__file__).parent / "slow_seek")]
+                + [p for p in [os.environ.get("PYTHONPATH")] if p]),
+            "TEST_SLOW_SEEK_SECONDS": "1.0"}
+    workers = Workers(tmp_path)
+    seen: dict[str, Any] = {}
+
+    async def run() -> Observer:
+        obs = await Observer(live).start()
+        try:
+            w = workers.start(live, "worker")
+            await Producer(live, interleave(first), chunk=200, pause=0.0).run()
+            await obs.wait_for(lambda: obs.unique(CANONICAL_TOPIC) >= total(before),
+                               timeout=60, alive=w.alive, what="the first halves")
+            seen["status"] = w.stop(STOP_BOUND)
+            # a backlog at the restart, and more records still arriving after it
+            producer = Producer(live, interleave(second), chunk=30, pause=0.2)
+            producing = asyncio.ensure_future(producer.run())
+            await asyncio.sleep(1.0)
+            w = workers.start(live, "worker", env=slow)
+            await producing
+            await _all_out(obs, w, total(canonical), total(chat))
+            seen["second status"] = w.stop(STOP_BOUND)
+            return obs
+        finally:
+            await obs.stop()
+
+    try:
+        obs = asyncio.run(run())
+    finally:
+        workers.stop_all()
+    got_canonical = Deduped(obs.records[CANONICAL_TOPIC], "eventId")
+    got_chat = Deduped(obs.records[CHAT_TOPIC], "event_id")
+    log = open(str(workers.started[1].log_path), errors="replace").read()
+    gaps = [ln for ln in log.splitlines() if ln.startswith(GAP_MARK)]
+    with capsys.disabled():
+        print(f"\nslow seek: {len(work)} sessions, {sum(len(w.records) for w in second)} "
+              f"records produced across the restart (its seek 1 s slow), {len(gaps)} gaps "
+              f"acknowledged; canonical {got_canonical.duplicates} duplicates without "
+              f"dedupe, chat {got_chat.duplicates}")
+    assert (seen["status"], seen["second status"]) == (0, 0)
+    assert LOADED_MARK in log and "Worker ready" in log
+    assert not gaps, f"raw offsets acknowledged unread, as gaps: {gaps[:5]}"
+    assert_same(got_canonical, canonical, "agents.canonical")
+    assert_same(got_chat, chat, "agents.chat")
+    assert obs.records[DEADLETTER_TOPIC] == []
 
 
 def _halves(work: list[Work]) -> tuple[list[Work], list[Work]]:

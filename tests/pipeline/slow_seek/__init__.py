@@ -1,0 +1,1 @@
+"""Test-only start-up code for worker child processes (see sitecustomize)."""
