@@ -44,7 +44,8 @@ class Settings(Struct, frozen=True, kw_only=True):
     web_enabled: bool = True
     web_host: str = "127.0.0.1"
     web_port: int = 6066
-    #: Producer batch size; 1 makes Tansu's ListOffsets exact (embedded broker only).
+    #: Faust's producer batch size; 1 makes Tansu's ListOffsets exact (embedded broker
+    #: only), and then the session changelogs end each delivery with a one-record batch.
     producer_max_batch_size: int | None = None
     #: Seconds the producer waits to fill a batch (throughput against latency).
     producer_linger: float = 0.0
