@@ -568,6 +568,19 @@ def run_bench(settings: Settings, *, messages: int, repeat: int, batch: int,
         "single_vs_faust": result["canonflow_single_msgs_per_s"]
         / result["faust_passthrough_msgs_per_s"],
     }
+    # the same ratios within each repetition, whose measures ran minutes apart under
+    # the same load: on a shared machine the ceiling alone moves by 2x between
+    # repetitions, and a ratio of medians can pair a quiet run with a busy one
+    result["ratios_per_run"] = {
+        "batched_vs_aiokafka": [r.rate / c for r, c in zip(e2e["batched"], runs["aiokafka"],
+                                                           strict=True)],
+        "single_vs_faust": [r.rate / c for r, c in zip(e2e["single"], runs["faust"],
+                                                       strict=True)],
+    }
+    result["runs_msgs_per_s"] = {
+        "aiokafka_passthrough": runs["aiokafka"], "faust_passthrough": runs["faust"],
+        **{f"canonflow_{label}": [r.rate for r in rs] for label, rs in e2e.items()},
+    }
     native_bytes = sum(len(line.data) for s in sessions for line in s.lines)
     result["memory"] = {
         "worker_peak_rss_mb": med(r.rss_mb for r in e2e["single"] + e2e["batched"]),
@@ -594,8 +607,8 @@ def format_report(r: dict[str, Any]) -> str:
     for p, v in r["adapter_core_msgs_per_s"].items():
         lines.append(f"  {p:<36} {v:>12,.0f}")
     if "adapter_core_batched_msgs_per_s" in r:
-        lines.append(f"  mix, {w['batch']} messages per record"
-                     f"{r['adapter_core_batched_msgs_per_s']:>{38 - len(str(w['batch']))},.0f}")
+        label = f"mix, {w['batch']} messages per record"
+        lines.append(f"  {label:<36} {r['adapter_core_batched_msgs_per_s']:>12,.0f}")
     lines += [
         "",
         "through the broker                       msg/s",
@@ -609,7 +622,15 @@ def format_report(r: dict[str, Any]) -> str:
         f"  (4) same, two workers in one group   {r['canonflow_two_workers_msgs_per_s']:>12,.0f}",
         "",
         f"ratio (4 batched)/(2) = {r['ratios']['batched_vs_aiokafka']:.2f}   "
-        f"ratio (4 single)/(3) = {r['ratios']['single_vs_faust']:.2f}",
+        f"ratio (4 single)/(3) = {r['ratios']['single_vs_faust']:.2f}   (of the medians)",
+    ]
+    if "ratios_per_run" in r:
+        per_run = r["ratios_per_run"]
+        lines.append("  within each run: (4 batched)/(2) "
+                     + " ".join(f"{x:.2f}" for x in per_run["batched_vs_aiokafka"])
+                     + ", (4 single)/(3) "
+                     + " ".join(f"{x:.2f}" for x in per_run["single_vs_faust"]))
+    lines += [
         "",
         "memory",
     ]

@@ -60,7 +60,10 @@ def test_report_names_the_ratios():
         "canonflow_single_msgs_per_s": 4.5, "canonflow_batched_msgs_per_s": 4.0,
         "canonflow_two_workers_msgs_per_s": 4.0,
         "ratios": {"batched_vs_aiokafka": 0.4, "single_vs_faust": 0.9}, "memory": {},
+        "ratios_per_run": {"batched_vs_aiokafka": [0.43, 0.29],
+                           "single_vs_faust": [1.62, 1.49]},
     }
     text = format_report(result)
     assert "(4 batched)/(2) = 0.40" in text and "(4 single)/(3) = 0.90" in text
+    assert "within each run: (4 batched)/(2) 0.43 0.29, (4 single)/(3) 1.62 1.49" in text
     assert "5.0 on average" in text
