@@ -127,7 +127,9 @@ def _add_normalizer(app: faust.App, settings: Settings, provider: str,
     table = app.Table(f"sessions.{provider}", partitions=settings.partitions,
                       key_type=bytes, value_type=bytes, default=None)
     step = Normalizer(provider, include_raw=settings.include_raw,
-                      max_record_bytes=settings.max_record_bytes, chat=settings.chat_enabled)
+                      max_record_bytes=settings.max_record_bytes,
+                      max_message_bytes=settings.max_message_bytes,
+                      chat=settings.chat_enabled)
     name = f"normalize.{provider}"
     sessions = _add_batched_agent(app, settings, name, source, table, step, sink, metrics,
                                   fleet)

@@ -11,6 +11,7 @@ the same events with the same eventIds (a consumer drops the duplicates).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Iterable
 from typing import Any, Generic, TypeVar
@@ -84,8 +85,8 @@ class Normalizer:
     """
 
     def __init__(self, provider: str, *, include_raw: bool = False,
-                 max_record_bytes: int = 1024 * 1024, redactor: Redactor | None = None,
-                 chat: bool = True):
+                 max_record_bytes: int = 1024 * 1024, max_message_bytes: int | None = None,
+                 redactor: Redactor | None = None, chat: bool = True):
         self.provider = provider
         self.redactor = redactor if redactor is not None else Redactor.from_env()
         self._publish = self.redactor.publisher()
@@ -93,6 +94,7 @@ class Normalizer:
         self.translator: Translator[Any] = get(provider)
         self.include_raw = include_raw
         self.max_record_bytes = max_record_bytes
+        self.max_message_bytes = max_message_bytes  # of a dead letter; None: no bound
         self.chat = chat
         self._encode_state = msgspec.msgpack.Encoder().encode
         self._decode_state = msgspec.msgpack.Decoder(
@@ -195,12 +197,29 @@ class Normalizer:
     def _dead(self, key: bytes | None, partition: int, offset: int,
               origin: Origin | UnsetType, time_ms: int | None, reason: str, cls: str, data: bytes,
               line: int | None = None) -> bytes:
-        return encode_deadletter(DeadLetter(
+        letter = DeadLetter(
             topic=self.topic, partition=partition, offset=offset, provider=self.provider,
             key=key.decode("utf-8", "replace") if key is not None else None,
             errorClass=cls, reason=reason, value=data,
             line=line if line is not None else UNSET, origin=origin,
-            timestampMs=time_ms if time_ms is not None else UNSET))
+            timestampMs=time_ms if time_ms is not None else UNSET)
+        encoded = encode_deadletter(letter)
+        limit = self.max_message_bytes
+        if limit is None or len(encoded) <= limit:
+            return encoded
+        return encode_deadletter(_cut(letter, limit))
+
+
+def _cut(letter: DeadLetter, limit: int) -> DeadLetter:
+    """`letter` with as many first bytes of its value as fit in `limit` bytes of JSON,
+    and the whole value's size and SHA-256. A broker refuses a message above its
+    max.message.bytes, and a refused dead letter would be sent again forever, holding
+    up its partition; the whole record is still in the raw topic at its offset."""
+    data = letter.value
+    cut = msgspec.structs.replace(letter, value=b"", valueBytes=len(data),
+                                  valueSha256=hashlib.sha256(data).hexdigest())
+    room = limit - len(encode_deadletter(cut))  # characters left for the base64 text
+    return msgspec.structs.replace(cut, value=data[:max(0, room // 4 * 3)])
 
 
 def internal_error(step: Normalizer, error: Exception, key: bytes | None,

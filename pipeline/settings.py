@@ -41,6 +41,10 @@ class Settings(Struct, frozen=True, kw_only=True):
     batch_within: float = 0.01
     #: Records larger than this go to the dead-letter topic untranslated.
     max_record_bytes: int = 1024 * 1024
+    #: The largest message the cluster accepts on agents.deadletter (its
+    #: max.message.bytes; Kafka's default is 1048588): longer dead letters keep only the
+    #: first bytes of the original, with its size and hash (topics.records.DeadLetter).
+    max_message_bytes: int = 1_000_000
     web_enabled: bool = True
     web_host: str = "127.0.0.1"
     web_port: int = 6066

@@ -29,7 +29,11 @@ class CaptureLine(Struct, frozen=True, kw_only=True):
 class DeadLetter(Struct, frozen=True, kw_only=True, omit_defaults=True):
     """A raw record (or one line of it) that could not be translated.
 
-    `value` holds the original bytes (base64 in JSON); nothing is lost.
+    `value` holds the original bytes (base64 in JSON); nothing is lost. A dead letter
+    that would be larger than the cluster takes (CANONFLOW_MAX_MESSAGE_BYTES) holds
+    only the first bytes of the original: then `valueBytes` is the original's size and
+    `valueSha256` its SHA-256 (hex), and the whole record stays in its raw topic at
+    topic/partition/offset, for as long as that topic's retention keeps it.
     """
 
     topic: str
@@ -43,6 +47,8 @@ class DeadLetter(Struct, frozen=True, kw_only=True, omit_defaults=True):
     line: int | UnsetType = UNSET
     origin: Origin | UnsetType = UNSET
     timestampMs: int | UnsetType = UNSET
+    valueBytes: int | UnsetType = UNSET
+    valueSha256: str | UnsetType = UNSET
 
 
 capture_line_decoder = msgspec.json.Decoder(CaptureLine)

@@ -18,6 +18,7 @@ leaves the session exactly as if it had never been sent.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from msgspec import UNSET
 
 from adapters import AdapterError, Line, get, new_session, providers, translate_record
 from pipeline.kafka_io import RawRecord
@@ -52,6 +54,9 @@ GOLDENS = Path(__file__).resolve().parents[1] / "adapters" / "goldens"
 # ---------------------------------------------------------------------------
 
 MAX_RECORD_BYTES = 4096
+#: The dead letter of the oversized record (its value in base64) is larger than this:
+#: it keeps the record's first bytes, with its size and hash.
+MAX_MESSAGE_BYTES = 4096
 SESSION = "bad-input-1"
 
 CLAUDE_LINE = (b'{"type":"assistant","message":{"id":"msg_1","type":"message","role":"assistant",'
@@ -156,7 +161,8 @@ async def _run(live: Any, plan: list[Any], want: int, worker: Any) -> tuple[list
 
 
 def test_bad_records_are_dead_lettered_or_warned_and_the_session_goes_on(settings, tmp_path):
-    live = settings.replace(max_record_bytes=MAX_RECORD_BYTES)
+    live = settings.replace(max_record_bytes=MAX_RECORD_BYTES,
+                            max_message_bytes=MAX_MESSAGE_BYTES)
     plan = _plan()
     expected, good_only = _expected(plan)
     workers = Workers(tmp_path)
@@ -179,6 +185,7 @@ def test_bad_records_are_dead_lettered_or_warned_and_the_session_goes_on(setting
     assert json.loads(json.dumps(warning["raw"]["payload"])) == json.loads(NEWER_PROTOCOL)
     assert warning["raw"]["source"] == "codex.app-server"
 
+    assert all(len(r.value) <= MAX_MESSAGE_BYTES for r in obs.records[DEADLETTER_TOPIC])
     dead = {(d.partition, d.offset): d for d in
             (decode_deadletter(r.value) for r in obs.records[DEADLETTER_TOPIC])}
     assert len(dead) == len(obs.records[DEADLETTER_TOPIC])
@@ -189,6 +196,13 @@ def test_bad_records_are_dead_lettered_or_warned_and_the_session_goes_on(setting
         cls, word = outcome
         d = dead.pop((meta.partition, meta.offset))
         line_value = b"{not json" if label.startswith("batched") else rec.value
+        if label == "oversized":  # cut to fit MAX_MESSAGE_BYTES: the first bytes, size, hash
+            assert (d.valueBytes, d.valueSha256) == (
+                len(line_value), hashlib.sha256(line_value).hexdigest())
+            assert len(d.value) > MAX_MESSAGE_BYTES // 2
+            line_value = line_value[:len(d.value)]
+        else:
+            assert d.valueBytes is UNSET and d.valueSha256 is UNSET, label
         assert (d.topic, d.provider, d.errorClass, d.value) == (
             "agents.raw.codex", "codex", cls, line_value), label
         assert word.lower() in d.reason.lower(), (label, d.reason)

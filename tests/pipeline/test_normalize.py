@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
+
+from msgspec import UNSET
 
 from pipeline.normalize import Normalizer, parse_headers
 from topics.records import decode_deadletter
@@ -61,6 +64,28 @@ def test_records_without_key_oversized_or_with_a_bad_key_are_dead_lettered_whole
         out = n.process(None, key, value, partition=0, offset=0)
         [dl] = [decode_deadletter(d) for d in out.deadletters]
         assert (out.state, out.records, dl.errorClass, dl.value) == (None, [], cls, value)
+
+
+def test_a_dead_letter_larger_than_the_cluster_takes_keeps_the_first_bytes_size_and_hash():
+    limit = 2000
+    n = Normalizer("codex-exec", max_record_bytes=50_000, max_message_bytes=limit)
+    for size in (1, 1000, 1400, 1401, 5000, 49_999):
+        value = (bytes(b for b in range(256) if b != 10) * 200)[:size - 1] + b"{"  # one
+        # line (no newline), never valid JSON
+        [data] = n.process(None, b"s", value, partition=0, offset=7).deadletters
+        dl = decode_deadletter(data)
+        assert len(data) <= limit, size
+        assert dl.errorClass == "MalformedRecord" and dl.offset == 7
+        if dl.valueBytes is UNSET:  # it fits: whole, as always
+            assert dl.value == value and dl.valueSha256 is UNSET
+            continue
+        assert dl.value == value[:len(dl.value)] and len(dl.value) > limit // 2, size
+        assert (dl.valueBytes, dl.valueSha256) == (len(value),
+                                                   hashlib.sha256(value).hexdigest())
+    # without a bound (replay), nothing is cut
+    [data] = Normalizer("codex-exec").process(None, b"s", b"{" * 5000, partition=0,
+                                             offset=7).deadletters
+    assert decode_deadletter(data).value == b"{" * 5000
 
 
 def test_headers_give_origin_and_capture_time():
