@@ -33,7 +33,13 @@ from pipeline.normalize import Normalizer, Output, internal_error
 from pipeline.settings import Settings
 from pipeline.tables import TableManager, acting_for, partition_stand_in
 from pipeline.web import Health, install_web
-from topics.catalog import CANONICAL_TOPIC, CHAT_TOPIC, DEADLETTER_TOPIC, raw_topic
+from topics.catalog import (
+    CANONICAL_TOPIC,
+    CHAT_TOPIC,
+    DEADLETTER_TOPIC,
+    EVENT_MAX_MESSAGE_BYTES,
+    raw_topic,
+)
 
 log = logging.getLogger("canonflow")
 
@@ -167,7 +173,7 @@ class OutputProducer:
                 producer = AIOKafkaProducer(
                     **kafka_client_kwargs(self.settings), acks="all",
                     linger_ms=int(self.settings.producer_linger * 1000),
-                    max_batch_size=256 * 1024, max_request_size=8 * 1024 * 1024,
+                    max_batch_size=256 * 1024, max_request_size=EVENT_MAX_MESSAGE_BYTES,
                     request_timeout_ms=int(self.settings.producer_request_timeout * 1000))
                 await producer.start()
                 self._producer = producer

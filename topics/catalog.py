@@ -31,11 +31,16 @@ class TopicSpec(Struct, frozen=True, kw_only=True):
     owner: str
     cleanup_policy: Cleanup = "delete"
     retention_ms: int = 7 * DAY_MS
+    #: The topic's max.message.bytes, when the broker's default may be too small.
+    max_message_bytes: int | None = None
     provider: str | None = None
 
     def config(self) -> dict[str, str]:
         """Topic-level configuration as Kafka expects it (string values)."""
-        return {"cleanup.policy": self.cleanup_policy, "retention.ms": str(self.retention_ms)}
+        config = {"cleanup.policy": self.cleanup_policy, "retention.ms": str(self.retention_ms)}
+        if self.max_message_bytes is not None:
+            config["max.message.bytes"] = str(self.max_message_bytes)
+        return config
 
 
 RAW_TOPICS: dict[str, str] = {
@@ -53,6 +58,11 @@ DEADLETTER_TOPIC = "agents.deadletter"
 METRICS_TOPIC = "agents.metrics"
 
 _RAW_VALUE = "NDJSON: one or more native messages of the session, exactly as the runtime wrote them"
+#: max.message.bytes of the canonical and chat topics: a native message of up to
+#: CANONFLOW_MAX_RECORD_BYTES (1 MiB by default) can become an event of about twice
+#: that (its text JSON-escaped, the message again in `raw`), above Kafka's default of
+#: 1 MB, and a refused event would be sent again forever (README, guarantee 5).
+EVENT_MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 
 CATALOG: tuple[TopicSpec, ...] = (
     *(
@@ -74,6 +84,7 @@ CATALOG: tuple[TopicSpec, ...] = (
         value="canonical event (JSON, topics.canonical.CanonicalEvent)",
         owner="canonflow normalize agents",
         retention_ms=7 * DAY_MS,
+        max_message_bytes=EVENT_MAX_MESSAGE_BYTES,
     ),
     TopicSpec(
         name=CHAT_TOPIC,
@@ -82,6 +93,7 @@ CATALOG: tuple[TopicSpec, ...] = (
         value="chat record (JSON, topics.chat.ChatRecord)",
         owner="canonflow chat projection",
         retention_ms=7 * DAY_MS,
+        max_message_bytes=EVENT_MAX_MESSAGE_BYTES,
     ),
     TopicSpec(
         name=DEADLETTER_TOPIC,

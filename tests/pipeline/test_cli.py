@@ -57,3 +57,20 @@ def test_session_option_and_default_session_from_file_name(tmp_path):
 def test_schema_command_prints_the_committed_schema():
     committed = (Path(__file__).resolve().parents[2] / "topics" / "canonflow.schema.json").read_bytes()
     assert run("schema").stdout == committed
+
+
+def test_topics_check_finds_no_drift_on_the_catalog_topics_and_finds_a_partition_count(
+        settings):
+    """Against the embedded broker: the topics `ensure_topics` created (the catalog's
+    configuration, max.message.bytes of the event topics included) are what `topics
+    check` expects; a deployment of another partition count is told apart."""
+    import asyncio
+
+    from pipeline.admin import check_topics
+    from topics.catalog import CANONICAL_TOPIC, CATALOG, CHAT_TOPIC, topic
+
+    assert asyncio.run(check_topics(settings)) == []
+    for name in (CANONICAL_TOPIC, CHAT_TOPIC):
+        assert int(topic(name).config()["max.message.bytes"]) > 2 * settings.max_record_bytes
+    drift = asyncio.run(check_topics(settings.replace(partitions=settings.partitions * 2)))
+    assert {(d.topic, d.what) for d in drift} == {(t.name, "partitions") for t in CATALOG}
