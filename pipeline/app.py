@@ -341,10 +341,10 @@ def _add_batched_agent(app: faust.App, settings: Settings, name: str, source: fa
     agents.canonical, chat records to agents.chat and dead letters to
     agents.deadletter, on the record's own partition; then the batch waits for their
     delivery (sent again until delivered: OutputProducer.publish), and only then
-    stores each session's new state, in the changelog partition of the records it
-    came from (STATE NEVER AHEAD OF WHAT WAS PUBLISHED: see pipeline.normalize), is
-    counted by the fleet stage, and is counted in the metrics, before Faust
-    acknowledges it.
+    stores each session's new state and waits for the delivery of its changelog
+    record, in the changelog partition of the records it came from (STATE NEVER AHEAD
+    OF WHAT WAS PUBLISHED: see pipeline.normalize), is counted by the fleet stage, and
+    is counted in the metrics, before Faust acknowledges it.
     """
     sessions = _Sessions()
     provider = step.provider
