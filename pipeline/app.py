@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import faust
@@ -43,6 +43,9 @@ from topics.catalog import (
 
 log = logging.getLogger("canonflow")
 
+#: A record for the output producer: (topic, value, key, partition, timestamp ms); an
+#: output Item, or a changelog record, whose value None is a tombstone.
+Record = tuple[str, bytes | None, bytes | None, int, int | None]
 #: Backoff between two attempts to deliver a batch's output: first, then doubling to max.
 RETRY_FIRST_SECONDS = 0.2
 RETRY_MAX_SECONDS = 10.0
@@ -189,7 +192,7 @@ class OutputProducer:
         producer = await self.get()
         await producer.client.fetch_all_metadata()
 
-    async def publish(self, items: list[Item], agent: str, *, exact_ends: bool = False
+    async def publish(self, items: Sequence[Record], agent: str, *, exact_ends: bool = False
                       ) -> dict[tuple[str, int], int]:
         """Send `items` (topic, value, key, partition, timestamp ms) and wait until every
         one is delivered, in order within each topic partition. Returns the offset of
@@ -209,7 +212,8 @@ class OutputProducer:
         are delivered. Records that were delivered before the failure may be delivered
         twice; their eventIds are the same, so consumers drop the copies. Returns only
         when everything is delivered; raises only CancelledError (the worker stops)."""
-        pending, delay = items, RETRY_FIRST_SECONDS
+        pending: Sequence[Record] = items
+        delay = RETRY_FIRST_SECONDS
         ends: dict[tuple[str, int], int] = {}
         while True:
             sent: list[tuple[tuple[str, int], Any, list[int]]] = []
@@ -243,9 +247,9 @@ class OutputProducer:
             delay = min(delay * 2, RETRY_MAX_SECONDS)
 
     @staticmethod
-    async def _send(producer: Any, items: list[Item],
+    async def _send(producer: Any, items: Sequence[Record],
                     sent: list[tuple[tuple[str, int], Any, list[int]]],
-                    unsent: list[int], exact_ends: bool = False) -> None:
+                    unsent: list[int], exact_ends: bool) -> None:
         """Queue `items` as record batches, one or more per topic partition, in order
         (with `exact_ends`, each partition's last record alone in the last one).
         Appends (topic partition, delivery future, item indexes) to `sent` per batch
@@ -296,38 +300,35 @@ def _outputs(out: Output, key: bytes | None, partition: int, ts_ms: int | None
             yield topic, value, key, partition, ts_ms
 
 
-def _store(table: Any, key: bytes, partition: int, value: bytes | None,
-           event: Any = None) -> Item:
-    """Write (or, for None, delete) one table entry in the local store, and return its
-    changelog record (a tombstone for None), in the changelog partition of the records
-    it came from, for the caller to deliver with `_deliver_changelog`. `event` is the
-    last of those records: the RocksDB store writes into the database of the current
-    event's partition (pipeline.tables)."""
-    if value is None:
-        table.data.pop(key, None)
-    else:
-        if event is not None:
-            acting_for(event)
-        table.data[key] = value
-    return (table.changelog_topic.get_topic_name(), value, key, partition, None)
-
-
-async def _deliver_changelog(sink: OutputProducer, table: Any, records: list[Item],
-                             agent: str) -> None:
-    """Deliver a batch's changelog records and wait for them, as Faust does before it
-    commits the offsets of the records they came from; then note each partition's
-    last offset as persisted (what Faust's own changelog callback does: the RocksDB
-    store recovers from there).
+async def _store(sink: OutputProducer, table: Any,
+                 entries: list[tuple[bytes, int, bytes | None, Any]], agent: str) -> None:
+    """Write each (key, partition, value, last record) to the table's local store (None
+    deletes), then deliver their changelog records (None: a tombstone), each in the
+    changelog partition of the records it came from, and wait for them, as Faust does
+    before it commits the offsets of the records they came from; then note each
+    partition's last offset as persisted (what Faust's own changelog callback does: the
+    RocksDB store recovers from there). The last record names the partition whose
+    RocksDB database the entry goes to (pipeline.tables).
 
     The session tables' changelogs go through the output producer, in record batches,
     instead of Faust's producer (which on the embedded broker must send every record in
     a batch of its own): measured, that producer was an eighth of the worker's time."""
-    if not records:
+    if not entries:
         return
-    ends = await sink.publish(records, f"{agent}.changelog",
+    for key, _, value, event in entries:
+        if value is None:
+            table.data.pop(key, None)
+        else:
+            if event is not None:
+                acting_for(event)
+            table.data[key] = value
+    topic = table.changelog_topic.get_topic_name()
+    ends = await sink.publish([(topic, value, key, partition, None)
+                               for key, partition, value, _ in entries],
+                              f"{agent}.changelog",
                               exact_ends=sink.settings.producer_max_batch_size == 1)
-    for (topic, partition), offset in ends.items():
-        table.data.set_persisted_offset(TP(topic, partition), offset)
+    for (name, partition), offset in ends.items():
+        table.data.set_persisted_offset(TP(name, partition), offset)
 
 
 def _add_batched_agent(app: faust.App, settings: Settings, name: str, source: faust.TopicT,
@@ -402,15 +403,14 @@ def _add_batched_agent(app: faust.App, settings: Settings, name: str, source: fa
         if items:
             await sink.publish(items, name)
         t2 = time.perf_counter()
+        await _store(sink, table, [(key, partition, state, last)
+                                   for key, (partition, state, last) in states.items()], name)
         now = time.monotonic()
-        changelog: list[Item] = []
-        for key, (partition, state, last) in states.items():
-            changelog.append(_store(table, key, partition, state, last))
+        for key, (_, state, _) in states.items():
             if state is None:
                 sessions.last_seen.pop(key, None)
             else:
                 sessions.last_seen[key] = now
-        await _deliver_changelog(sink, table, changelog, name)
         if counted and fleet is not None:
             await fleet.count(counted)
         try:
@@ -470,10 +470,10 @@ def _add_idle_expiry(app: faust.App, settings: Settings, name: str, table: Any,
                 closed.append((key, partition))
             if items:
                 await sink.publish(items, f"{name}.idle")
-            changelog = [_store(table, key, partition, None) for key, partition in closed]
+            await _store(sink, table, [(key, partition, None, None) for key, partition in closed],
+                         f"{name}.idle")
             for key, _ in closed:
                 sessions.last_seen.pop(key, None)
-            await _deliver_changelog(sink, table, changelog, f"{name}.idle")
             if counted and fleet is not None:
                 await fleet.count(counted)
             metrics.closed_idle(step.provider, (key for key, _ in closed), items)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,29 @@ async def _all_out(obs: Observer, worker: Any, canonical: int, chat: int) -> Non
     await asyncio.sleep(1.5)  # extra records (beyond the expected) would show up here
 
 
+def _observed(live: Settings, workers: Workers,
+              scenario: Callable[[Observer], Awaitable[None]]) -> tuple[Observer, Deduped,
+                                                                        Deduped]:
+    """Run `scenario` with an observer of the output topics, then stop the observer and
+    every worker. Returns the observer, and its canonical and chat records deduplicated
+    (by eventId, by event_id)."""
+
+    async def run() -> Observer:
+        obs = await Observer(live).start()
+        try:
+            await scenario(obs)
+            return obs
+        finally:
+            await obs.stop()
+
+    try:
+        obs = asyncio.run(run())
+    finally:
+        workers.stop_all()
+    return (obs, Deduped(obs.records[CANONICAL_TOPIC], "eventId"),
+            Deduped(obs.records[CHAT_TOPIC], "event_id"))
+
+
 def test_sigterm_mid_stream_exits_0_and_the_restart_resumes_without_loss(settings, tmp_path,
                                                                          capsys):
     rng = random.Random(4)
@@ -68,8 +92,7 @@ def test_sigterm_mid_stream_exits_0_and_the_restart_resumes_without_loss(setting
     workers = Workers(tmp_path)
     seen: dict[str, Any] = {}
 
-    async def run() -> Observer:
-        obs = await Observer(live).start()
+    async def scenario(obs: Observer) -> None:
         producer = Producer(live, interleave(work), chunk=30, pause=0.3)
         producing: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         loop = asyncio.get_running_loop()
@@ -97,18 +120,11 @@ def test_sigterm_mid_stream_exits_0_and_the_restart_resumes_without_loss(setting
             await producing
             await _all_out(obs, w, total(canonical), total(chat))
             seen["second status"] = await loop.run_in_executor(None, w.stop, STOP_BOUND)
-            return obs
         finally:
             if not producing.done():
                 producing.cancel()
-            await obs.stop()
 
-    try:
-        obs = asyncio.run(run())
-    finally:
-        workers.stop_all()
-    got_canonical = Deduped(obs.records[CANONICAL_TOPIC], "eventId")
-    got_chat = Deduped(obs.records[CHAT_TOPIC], "event_id")
+    obs, got_canonical, got_chat = _observed(live, workers, scenario)
     with capsys.disabled():
         print(f"\nSIGTERM: {sum(w.messages for w in work)} native messages, {len(work)} "
               f"sessions; SIGTERM after {seen['produced at SIGTERM']} records produced, exit "
@@ -171,32 +187,22 @@ def test_a_restart_whose_seek_to_the_committed_offsets_is_slow_loses_no_record(
     workers = Workers(tmp_path)
     seen: dict[str, Any] = {}
 
-    async def run() -> Observer:
-        obs = await Observer(live).start()
-        try:
-            w = workers.start(live, "worker")
-            await Producer(live, interleave(first), chunk=200, pause=0.0).run()
-            await obs.wait_for(lambda: obs.unique(CANONICAL_TOPIC) >= total(before),
-                               timeout=60, alive=w.alive, what="the first halves")
-            seen["status"] = w.stop(STOP_BOUND)
-            # a backlog at the restart, and more records still arriving after it
-            producer = Producer(live, interleave(second), chunk=30, pause=0.2)
-            producing = asyncio.ensure_future(producer.run())
-            await asyncio.sleep(1.0)
-            w = workers.start(live, "worker", env=slow)
-            await producing
-            await _all_out(obs, w, total(canonical), total(chat))
-            seen["second status"] = w.stop(STOP_BOUND)
-            return obs
-        finally:
-            await obs.stop()
+    async def scenario(obs: Observer) -> None:
+        w = workers.start(live, "worker")
+        await Producer(live, interleave(first), chunk=200, pause=0.0).run()
+        await obs.wait_for(lambda: obs.unique(CANONICAL_TOPIC) >= total(before),
+                           timeout=60, alive=w.alive, what="the first halves")
+        seen["status"] = w.stop(STOP_BOUND)
+        # a backlog at the restart, and more records still arriving after it
+        producer = Producer(live, interleave(second), chunk=30, pause=0.2)
+        producing = asyncio.ensure_future(producer.run())
+        await asyncio.sleep(1.0)
+        w = workers.start(live, "worker", env=slow)
+        await producing
+        await _all_out(obs, w, total(canonical), total(chat))
+        seen["second status"] = w.stop(STOP_BOUND)
 
-    try:
-        obs = asyncio.run(run())
-    finally:
-        workers.stop_all()
-    got_canonical = Deduped(obs.records[CANONICAL_TOPIC], "eventId")
-    got_chat = Deduped(obs.records[CHAT_TOPIC], "event_id")
+    obs, got_canonical, got_chat = _observed(live, workers, scenario)
     log = open(str(workers.started[1].log_path), errors="replace").read()
     gaps = [ln for ln in log.splitlines() if ln.startswith(GAP_MARK)]
     with capsys.disabled():
@@ -240,39 +246,29 @@ def test_a_joining_worker_takes_partitions_with_their_table_state(settings, tmp_
     workers = Workers(tmp_path)
     seen: dict[str, Any] = {}
 
-    async def run() -> Observer:
-        obs = await Observer(live).start()
-        try:
-            a = workers.start(live.replace(data_dir=live.data_dir + "-a"), "a")
-            await Producer(live, interleave(first), chunk=200, pause=0.0).run()
-            await obs.wait_for(lambda: obs.unique(CANONICAL_TOPIC) >= total(before),
-                               timeout=60, alive=a.alive, what="the first halves")
-            b = workers.start(live.replace(data_dir=live.data_dir + "-b"), "b")
+    async def scenario(obs: Observer) -> None:
+        a = workers.start(live.replace(data_dir=live.data_dir + "-a"), "a")
+        await Producer(live, interleave(first), chunk=200, pause=0.0).run()
+        await obs.wait_for(lambda: obs.unique(CANONICAL_TOPIC) >= total(before),
+                           timeout=60, alive=a.alive, what="the first halves")
+        b = workers.start(live.replace(data_dir=live.data_dir + "-b"), "b")
 
-            def split() -> bool:  # the group has rebalanced: a kept some, b took the rest
-                pa, pb = assigned(a.log_path, raw), assigned(b.log_path, raw)
-                return bool(pa and pb and not pa & pb and pa | pb == set(range(live.partitions)))
+        def split() -> bool:  # the group has rebalanced: a kept some, b took the rest
+            pa, pb = assigned(a.log_path, raw), assigned(b.log_path, raw)
+            return bool(pa and pb and not pa & pb and pa | pb == set(range(live.partitions)))
 
-            await obs.wait_for(split, timeout=60, alive=lambda: a.alive() and b.alive(),
-                               what="the rebalance")
-            seen["moved"] = assigned(b.log_path, raw)
-            await Producer(live, interleave(second), chunk=200, pause=0.0).run()
-            await _all_out(obs, b, total(canonical), total(chat))
-            assert a.alive()
-            seen["status a"], seen["status b"] = a.stop(STOP_BOUND), b.stop(STOP_BOUND)
-            return obs
-        finally:
-            await obs.stop()
+        await obs.wait_for(split, timeout=60, alive=lambda: a.alive() and b.alive(),
+                           what="the rebalance")
+        seen["moved"] = assigned(b.log_path, raw)
+        await Producer(live, interleave(second), chunk=200, pause=0.0).run()
+        await _all_out(obs, b, total(canonical), total(chat))
+        assert a.alive()
+        seen["status a"], seen["status b"] = a.stop(STOP_BOUND), b.stop(STOP_BOUND)
 
-    try:
-        obs = asyncio.run(run())
-    finally:
-        workers.stop_all()
+    obs, got_canonical, got_chat = _observed(live, workers, scenario)
     partition = {r.key.decode(): r.partition for r in obs.records[CANONICAL_TOPIC]}
     moved = {sid for sid in canonical if partition[sid] in seen["moved"]}
     open_turns = {sid: turn for sid in moved if (turn := _open_turn(before[sid]))}
-    got_canonical = Deduped(obs.records[CANONICAL_TOPIC], "eventId")
-    got_chat = Deduped(obs.records[CHAT_TOPIC], "event_id")
     with capsys.disabled():
         print(f"\nrebalance: {len(work)} sessions, {len(moved)} moved to the joining worker "
               f"(partitions {sorted(seen['moved'])}), {len(open_turns)} of them with a turn "
