@@ -6,7 +6,9 @@ message and appends canonical events to `out`. No clock, no uuid4, no random, no
 I/O: ids and times come from the record or from counters held in the state, so the
 same input always gives the same output, byte for byte.
 
-This module owns what every adapter would otherwise write again:
+This module and `adapters.contract` (its errors and structs, apart so that this
+module can be compiled, see setup.py) own what every adapter would otherwise write
+again:
 
 * `Session`: the per-session cursor (last `seq`, the source-offset watermark that
   makes redelivery harmless, the last known time) around the adapter's own state;
@@ -29,11 +31,12 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from functools import lru_cache
 from types import UnionType
-from typing import Any, Generic, Protocol, TypeVar, Union, get_args, get_origin
+from typing import Any, Protocol, TypeVar, Union, get_args, get_origin
 
 import msgspec
 from msgspec import UNSET, Struct, UnsetType
 
+from adapters.contract import AdapterError, Line, LineFailure, MalformedRecord, Message, Session
 from topics.canonical import (
     SCHEMA_VERSION,
     ItemCompleted,
@@ -51,17 +54,8 @@ from topics.canonical import (
     TurnStarted,
     _Event,
 )
-from topics.records import Origin
 
 S = TypeVar("S", bound=Struct)
-
-
-class AdapterError(Exception):
-    """Root of every error an adapter raises."""
-
-
-class MalformedRecord(AdapterError):
-    """The input is not a valid native message: not JSON, not an object, wrong shape."""
 
 
 # ---------------------------------------------------------------------------
@@ -130,53 +124,12 @@ def iso_ms(ms: int) -> str:
 # ---------------------------------------------------------------------------
 
 
-class Stored(Struct, frozen=True, array_like=True, omit_defaults=True):
-    """The base of every struct kept in a session's stored state (the session, each
-    adapter's state and the chat projection's). Stored as arrays, without field names
-    and trailing defaults: Faust writes a session's whole value to the changelog each
-    time it changes, and field names were half of its bytes (`canonflow bench`,
-    changelog bytes per native message). Only ever encoded for the tables: events
-    never carry a stored struct."""
-
-
-class Session(Stored, Generic[S], frozen=True, kw_only=True):
-    """Per-session bookkeeping shared by every provider, around the adapter state.
-
-    `watermark` is the last source position applied (Kafka offset, or line number
-    in replay) and `partition` its partition: a record at or below the watermark is a
-    redelivery and changes nothing. `epochMs` is the time of the first record (see
-    event_id). `thread`, `turn` and `open` follow the events emitted (the open turn,
-    open items by id with their type), so a session can be closed without knowing
-    its runtime (close_session).
-    """
-
-    seq: int = 0
-    watermark: int = -1
-    partition: int = -1
-    clockMs: int = 0
-    epochMs: int = -1
-    thread: str | None = None
-    turn: str | None = None
-    open: dict[str, str] = {}
-    state: S
-
-
-class Message(Struct, gc=False):
-    """One native message handed to a translator (a Struct: built per line, and a
-    positional Struct is half the cost of a class with __slots__ and __init__)."""
-
-    obj: dict[str, Any]  # the decoded JSON object
-    data: bytes  # its exact bytes
-    origin: Origin  # "agent" wrote it, or "client" (requests, responses, decisions)
-    time_ms: int | None
-
-
 class Emitter:
     """Collects the canonical events of one session's record and stamps their envelope."""
 
     __slots__ = (
-        "provider", "session_id", "seq", "epoch_ms", "clock_ms", "_created", "include_raw",
-        "raw_source", "events", "_message", "native_type",
+        "provider", "session_id", "seq", "epoch_ms", "clock_ms", "_created", "_id_prefix",
+        "include_raw", "raw_source", "events", "_message", "native_type",
     )
 
     def __init__(self, provider: str, session_id: str, seq: int, clock_ms: int,
@@ -187,6 +140,7 @@ class Emitter:
         self.epoch_ms = epoch_ms
         self.clock_ms = clock_ms
         self._created: str | None = None  # createdAt of clock_ms, formatted when first needed
+        self._id_prefix: str | None = None  # the eventIds' common part, hashed when first needed
         self.include_raw = include_raw
         self.raw_source = raw_source
         self.events: list[_Event] = []
@@ -230,15 +184,19 @@ class Emitter:
         with_raw: bool = False,
     ) -> None:
         """Append one event; canonical ids (`thread`, `turn`, ...) must already be canonical."""
-        self.seq += 1
+        self.seq = seq = self.seq + 1
+        prefix = self._id_prefix
+        if prefix is None:
+            prefix = self._id_prefix = _event_prefix(self.provider, self.session_id,
+                                                     self.epoch_ms)
         self.events.append(
             cls(  # type: ignore[call-arg]  # `payload` is declared on each subclass
                 schemaVersion=SCHEMA_VERSION,
-                eventId=event_id(self.provider, self.session_id, self.seq, self.epoch_ms),
-                seq=self.seq,
+                eventId=f"{prefix}{seq:012x}",  # event_id(provider, session_id, seq, epoch_ms)
+                seq=seq,
                 provider=self.provider,
                 sessionId=self.session_id,
-                createdAt=self.created_at,
+                createdAt=self._created or self.created_at,
                 threadId=thread,
                 turnId=turn,
                 itemId=item,
@@ -350,22 +308,6 @@ def _check_payload(payload: Struct) -> None:
     decoder(_encode(payload))
 
 
-class LineFailure(Struct, frozen=True):
-    """One native line that could not be translated (to be dead-lettered)."""
-
-    line: int
-    data: bytes
-    error: AdapterError
-
-
-class Line(Struct, frozen=True):
-    """One native message of a raw record, with who sent it and when."""
-
-    data: bytes
-    origin: Origin = "agent"
-    time_ms: int | None = None
-
-
 _decode_json = msgspec.json.Decoder().decode
 _SHAPE_ERRORS = (KeyError, TypeError, AttributeError, ValueError, IndexError)
 
@@ -439,9 +381,12 @@ def translate_record(
             del events[mark:]
             out.seq = seq
             failures.append(LineFailure(n, line.data, e))
-    thread, turn, open_items = _follow(session, events)
-    if session.epochMs < 0 and not events:
-        epoch = -1  # the epoch is the time of the first record that gave events
+    if events:
+        thread, turn, open_items = _follow(session, events)
+    else:
+        thread, turn, open_items = session.thread, session.turn, session.open
+        if session.epochMs < 0:
+            epoch = -1  # the epoch is the time of the first record that gave events
     return (
         Session(seq=out.seq, watermark=offset, partition=partition, clockMs=out.clock_ms,
                 epochMs=epoch, thread=thread, turn=turn, open=open_items, state=state),

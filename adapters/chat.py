@@ -26,7 +26,7 @@ from typing import Any
 from msgspec import UNSET
 from msgspec.structs import replace
 
-from adapters.base import Session, Stored
+from adapters.contract import Session, Stored
 from topics.canonical import TOOL_ITEM_TYPES, SessionExited
 from topics.chat import (
     ChatApproval,

@@ -32,7 +32,8 @@ from typing import Any
 from msgspec import UNSET, UnsetType
 from msgspec.structs import replace as _replace
 
-from adapters.base import Emitter, MalformedRecord, Message, Stored
+from adapters.base import Emitter, MalformedRecord, Message
+from adapters.codex_exec_state import OpenItem, State
 from topics.canonical import (
     ContentDelta,
     ContentDeltaPayload,
@@ -60,19 +61,6 @@ from topics.canonical import (
 
 provider = "codex-exec"
 raw_source = "codex.sdk.thread-event"
-
-
-class OpenItem(Stored, frozen=True):
-    itemType: str
-    output: str = ""  # aggregated_output streamed so far (delivered whole if the turn ends)
-
-
-class State(Stored, frozen=True, kw_only=True):
-    thread: str | None = None  # provider thread id
-    turns: int = 0  # turns started so far (the ordinal names the turn)
-    turnOpen: bool = False
-    started: bool = False  # session.started emitted
-    items: dict[str, OpenItem] = {}
 
 
 state_type = State

@@ -44,7 +44,8 @@ from typing import Any
 from msgspec import UNSET, UnsetType
 from msgspec.structs import replace as _replace
 
-from adapters.base import Emitter, MalformedRecord, Message, Stored
+from adapters.base import Emitter, MalformedRecord, Message
+from adapters.gemini_state import Reply, State, Tool
 from adapters.tools import item_type_for_tool, normalize_tool_name
 from topics.canonical import (
     ContentDelta,
@@ -71,31 +72,6 @@ from topics.canonical import (
 
 provider = "gemini"
 raw_source = "gemini.stream-json"
-
-
-class Tool(Stored, frozen=True, kw_only=True):
-    """A tool_use waiting for its tool_result."""
-
-    name: str  # normalised
-    input: Any = None
-
-
-class Reply(Stored, frozen=True, kw_only=True):
-    """The assistant message that delta chunks are appended to."""
-
-    n: int  # session-wide item ordinal (names the item)
-    text: str = ""
-
-
-class State(Stored, frozen=True, kw_only=True):
-    session: str | None = None  # init.session_id
-    started: bool = False  # session.started emitted
-    turns: int = 0  # turns started so far (the ordinal names the turn)
-    turnOpen: bool = False
-    items: int = 0  # message items so far
-    reply: Reply | None = None
-    tools: dict[str, Tool] = {}
-    errorLine: str | None = None  # the first severity-error line of this turn
 
 
 state_type = State

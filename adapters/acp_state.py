@@ -1,0 +1,65 @@
+"""ACP: the adapter's stored state (a session table value, encoded as arrays).
+
+Kept apart from the translator module, which may be compiled with mypyc: mypyc drops
+the class keywords (frozen, kw_only) these msgspec structs are declared with."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from adapters.contract import Stored
+
+
+class Pending(Stored, frozen=True, kw_only=True):
+    """A request in flight, remembered until its response arrives."""
+
+    method: str
+    turn: int = 0  # session/prompt: the ordinal of the turn it opened
+    session: str | None = None  # the session the request names
+    arg: str | None = None  # set_mode: the mode; terminal/*: the terminal id
+    tool: str | None = None  # agent requests: key of the tool item they belong to
+    own: bool = False  # that tool item was opened for this request
+    requestType: str | None = None  # session/request_permission
+    options: dict[str, str] = {}  # permission optionId -> option kind
+
+
+class Tool(Stored, frozen=True, kw_only=True):
+    """What is known of one open tool call (the merge of its announcements)."""
+
+    own: bool = False  # opened for a client-side method call, not a tool_call
+    name: str | None = None  # the runtime's own tool name, when it gives one
+    kind: str | None = None
+    title: str | None = None
+    status: str = "pending"
+    rawInput: Any = None
+    rawOutput: Any = None
+    text: str | None = None  # joined text content (the output)
+    description: str | None = None  # text content of the first announcement
+    diffs: list[dict[str, Any]] = []  # {"path", "old": lines or None, "new": lines}
+    paths: list[str] = []
+    terminalOutput: str | None = None
+    exitCode: int | None = None
+    declined: bool = False
+
+
+class Stream(Stored, frozen=True, kw_only=True):
+    """The message (or reasoning) item that text chunks are currently appended to."""
+
+    kind: str  # "assistant" | "reasoning" | "user"
+    n: int  # session-wide item ordinal (names the item)
+    text: str = ""
+    messageId: str | None = None
+
+
+class State(Stored, frozen=True, kw_only=True):
+    session: str | None = None  # the ACP sessionId of the last session/new|load
+    started: bool = False  # session.started emitted
+    turns: int = 0  # prompts so far (the ordinal names the turn)
+    turnOpen: bool = False
+    items: int = 0  # message items so far
+    stream: Stream | None = None
+    tools: dict[str, Tool] = {}
+    done: list[str] = []  # tool calls completed in this turn: late updates are dropped
+    client: dict[str, Pending] = {}  # requests from the client, by id key
+    agent: dict[str, Pending] = {}  # requests from the agent, by id key
+    terminals: dict[str, str] = {}  # terminal id -> key of the tool item it runs for

@@ -1,0 +1,47 @@
+"""Codex app-server: the adapter's stored state (a session table value, encoded as arrays).
+
+Kept apart from the translator module, which may be compiled with mypyc: mypyc drops
+the class keywords (frozen, kw_only) these msgspec structs are declared with."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from adapters.contract import Stored
+
+
+class OpenItem(Stored, frozen=True, kw_only=True):
+    kind: str  # native ThreadItem type ("agentMessage", "commandExecution", ...)
+    thread: str
+    turn: str
+    tool: str | None = None  # normalised tool name, for a completion Codex never sends
+    phase: str | None = None  # agentMessage phase (commentary / final_answer)
+    # text streamed so far, by stream ("assistant_text", "reasoning_summary_text:0",
+    # "command_output", ...): what deltas already carried, and a command's output
+    # until item/completed; dropped with the item
+    streams: dict[str, str] = {}
+
+
+class OpenTurn(Stored, frozen=True, kw_only=True):
+    thread: str
+    usage: Any = None  # last thread/tokenUsage/updated of this turn
+    errorReported: bool = False  # a fatal `error` already became runtime.error
+
+
+class OpenRequest(Stored, frozen=True, kw_only=True):
+    method: str
+    requestType: str
+    thread: str | None = None
+    turn: str | None = None
+    item: str | None = None
+
+
+class State(Stored, frozen=True, kw_only=True):
+    started: bool = False  # session.started emitted
+    model: str | None = None  # model of the last configured thread
+    threads: tuple[str, ...] = ()  # threads announced with thread.started
+    turns: dict[str, OpenTurn] = {}
+    closedTurns: tuple[str, ...] = ()  # the last few ended turns: late messages never reopen them
+    items: dict[str, OpenItem] = {}  # by Codex item id
+    requests: dict[str, OpenRequest] = {}  # open server->client requests, by str(JSON-RPC id)
+    pending: dict[str, str] = {}  # client->server requests awaiting a response: id -> method
