@@ -1,5 +1,7 @@
 """Sans-I/O translators from each runtime's native messages to canonical events."""
 
+import warnings
+
 from adapters.base import (
     AdapterError,
     Emitter,
@@ -17,7 +19,12 @@ from adapters.base import (
     split_lines,
     translate_record,
 )
-from adapters.registry import UnknownProvider, get, providers
+from adapters.registry import UnknownProvider, build, get, providers, stale_extensions
+
+if _stale := stale_extensions():
+    warnings.warn(f"adapters: {', '.join(_stale)} changed after `make compiled`; the old "
+                  "compiled code runs until `make compiled` (or `make interpreted`)",
+                  stacklevel=2)
 
 __all__ = [
     "AdapterError",
@@ -29,6 +36,7 @@ __all__ = [
     "Session",
     "Translator",
     "UnknownProvider",
+    "build",
     "canonical_id",
     "close_session",
     "decode_message",
@@ -37,5 +45,6 @@ __all__ = [
     "new_session",
     "providers",
     "split_lines",
+    "stale_extensions",
     "translate_record",
 ]

@@ -8,6 +8,7 @@ imported on first use, so replaying one provider loads one adapter.
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -31,6 +32,25 @@ class UnknownProvider(KeyError):
 def providers() -> tuple[str, ...]:
     """Every provider id with a registered adapter module."""
     return tuple(_MODULES)
+
+
+def build() -> str:
+    """How the translators run: "mypyc" once `make compiled` has built them as C
+    extensions (setup.py), else "interpreted"."""
+    import adapters.base
+
+    return "mypyc" if not adapters.base.__file__.endswith(".py") else "interpreted"
+
+
+def stale_extensions(here: Path = Path(__file__).parent) -> list[str]:
+    """The modules whose source changed after they were compiled: Python imports the
+    extension, so those edits do not run until `make compiled` (or `make interpreted`)."""
+    stale = []
+    for ext in sorted(here.glob("*.so")):
+        source = here / f"{ext.name.split('.')[0]}.py"
+        if source.exists() and source.stat().st_mtime > ext.stat().st_mtime:
+            stale.append(source.name)
+    return stale
 
 
 def get(provider: str) -> Translator[Any]:

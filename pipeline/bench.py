@@ -23,6 +23,7 @@ import asyncio
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -32,7 +33,7 @@ from typing import Any
 
 import msgspec
 
-from adapters import Line, get, new_session, translate_record
+from adapters import Line, build, get, new_session, translate_record
 from pipeline.broker import EmbeddedBroker, stop_process
 from pipeline.kafka_io import RawRecord
 from pipeline.replay import parse_line
@@ -153,6 +154,37 @@ def bench_adapters(sessions: list[Session], batch: int = 1) -> dict[str, float]:
         rates[provider] = n / elapsed
         total_n, total_t = total_n + n, total_t + elapsed
     rates["mix"] = total_n / total_t
+    return rates
+
+
+_CORE_CHILD = """
+import json, sys
+from pathlib import Path
+from pipeline.bench import bench_adapters, build_workload
+from adapters import build
+sessions = build_workload(Path(sys.argv[1]), int(sys.argv[2]))
+rates = [bench_adapters(sessions)["mix"] for _ in range(int(sys.argv[3]))]
+print(json.dumps([build(), rates]))
+"""
+
+
+def bench_adapters_interpreted(fixtures: Path, messages: int, repeat: int) -> list[float]:
+    """The mix rate of the pure-Python source, measured in a child process that imports
+    a copy of the translators without the compiled extensions: when this process runs
+    the mypyc build, both builds are measured in the same run."""
+    import shutil
+
+    root = HERE.parent
+    with tempfile.TemporaryDirectory(prefix="canonflow-bench-") as tmp:
+        shutil.copytree(root / "adapters", Path(tmp) / "adapters",
+                        ignore=shutil.ignore_patterns("*.so", "__pycache__"))
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([tmp, str(root)])}
+        out = subprocess.run([sys.executable, "-c", _CORE_CHILD, str(fixtures), str(messages),
+                              str(repeat)], env=env, cwd=tmp, capture_output=True, check=True,
+                             text=True)
+    kind, rates = json.loads(out.stdout)
+    if kind != "interpreted":
+        raise BenchError(f"the interpreted copy of the adapters ran as {kind}")
     return rates
 
 
@@ -525,7 +557,8 @@ def measure_recovery(settings: Settings, sessions: int, timeout: float) -> dict[
 def run_bench(settings: Settings, *, messages: int, repeat: int, batch: int,
               fixtures: Path | None, timeout: float, say: Callable[[str], None],
               recovery_sessions: int = 100_000) -> dict[str, Any]:
-    sessions = build_workload(fixtures or default_fixtures(), messages)
+    fixtures = fixtures or default_fixtures()
+    sessions = build_workload(fixtures, messages)
     n = n_messages(sessions)
     say(f"workload: {n} native messages in {len(sessions)} sessions "
         f"({len({s.provider for s in sessions})} providers)")
@@ -534,6 +567,9 @@ def run_bench(settings: Settings, *, messages: int, repeat: int, batch: int,
     e2e: dict[str, list[E2E]] = {"single": [], "batched": [], "two_workers": []}
     core = [bench_adapters(sessions) for _ in range(repeat)]
     core_batched = [bench_adapters(sessions, batch) for _ in range(repeat)]
+    # the pure-Python source beside the compiled build, same workload, same minute
+    core_interpreted = (bench_adapters_interpreted(fixtures, messages, repeat)
+                        if build() != "interpreted" else None)
     for i in range(repeat):
         for kind in ("aiokafka", "faust"):
             rate = run_passthrough(kind, settings, sessions, 1, timeout)
@@ -549,11 +585,14 @@ def run_bench(settings: Settings, *, messages: int, repeat: int, batch: int,
     # a record holds consecutive messages of one origin (a client request ends one)
     per_record = n / sum(len(records_of(s, batch)) for s in sessions)
     result: dict[str, Any] = {
+        "adapter_build": build(),
         "workload": {"messages": n, "sessions": len(sessions), "batch": batch,
                      "messages_per_batched_record": per_record,
                      "repeat": repeat, "partitions": settings.partitions},
         "adapter_core_msgs_per_s": {p: med(c[p] for c in core) for p in core[0]},
         "adapter_core_batched_msgs_per_s": med(c["mix"] for c in core_batched),
+        **({"adapter_core_interpreted_msgs_per_s": med(core_interpreted)}
+           if core_interpreted else {}),
         "aiokafka_passthrough_msgs_per_s": med(runs["aiokafka"]),
         "faust_passthrough_msgs_per_s": med(runs["faust"]),
         "canonflow_single_msgs_per_s": med(r.rate for r in e2e["single"]),
@@ -602,13 +641,17 @@ def format_report(r: dict[str, Any]) -> str:
         f"canonflow bench: {w['messages']:,} native messages, {w['sessions']} sessions, "
         f"{w['partitions']} partitions, medians of {w['repeat']} run(s)",
         "",
-        "adapter core (offline, one core)        msg/s",
+        f"adapter core (offline, one core, {r.get('adapter_build', 'interpreted')})"
+        f"{'msg/s':>{17 - len(r.get('adapter_build', 'interpreted'))}}",
     ]
     for p, v in r["adapter_core_msgs_per_s"].items():
         lines.append(f"  {p:<36} {v:>12,.0f}")
     if "adapter_core_batched_msgs_per_s" in r:
         label = f"mix, {w['batch']} messages per record"
         lines.append(f"  {label:<36} {r['adapter_core_batched_msgs_per_s']:>12,.0f}")
+    if "adapter_core_interpreted_msgs_per_s" in r:
+        label = "mix, the same source interpreted"
+        lines.append(f"  {label:<36} {r['adapter_core_interpreted_msgs_per_s']:>12,.0f}")
     lines += [
         "",
         "through the broker                       msg/s",

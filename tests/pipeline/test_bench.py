@@ -12,6 +12,7 @@ from pipeline.bench import (
     BenchError,
     _verify,
     bench_adapters,
+    bench_adapters_interpreted,
     build_workload,
     expected_events,
     format_report,
@@ -55,7 +56,9 @@ def test_report_names_the_ratios():
     result = {
         "workload": {"messages": 10, "sessions": 1, "batch": 50, "repeat": 1, "partitions": 4,
                      "messages_per_batched_record": 5.0},
+        "adapter_build": "mypyc",
         "adapter_core_msgs_per_s": {"mix": 1.0},
+        "adapter_core_interpreted_msgs_per_s": 0.8,
         "aiokafka_passthrough_msgs_per_s": 10.0, "faust_passthrough_msgs_per_s": 5.0,
         "canonflow_single_msgs_per_s": 4.5, "canonflow_batched_msgs_per_s": 4.0,
         "canonflow_two_workers_msgs_per_s": 4.0,
@@ -67,3 +70,12 @@ def test_report_names_the_ratios():
     assert "(4 batched)/(2) = 0.40" in text and "(4 single)/(3) = 0.90" in text
     assert "within each run: (4 batched)/(2) 0.43 0.29, (4 single)/(3) 1.62 1.49" in text
     assert "5.0 on average" in text
+    assert "adapter core (offline, one core, mypyc)" in text
+    assert "mix, the same source interpreted" in text
+
+
+def test_the_interpreted_adapter_core_is_measured_from_a_copy_without_extensions():
+    # what the bench puts beside the compiled build's figure: a child process that
+    # imports the source (it raises BenchError if that copy ran compiled)
+    rates = bench_adapters_interpreted(CAPTURED, 200, 2)
+    assert len(rates) == 2 and all(r > 0 for r in rates)
