@@ -60,11 +60,11 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from msgspec import UNSET, UnsetType
-from msgspec.structs import replace as _replace
+from msgspec import UnsetType
 
 from adapters.acp_state import Pending, State, Stream, Tool
-from adapters.base import Emitter, MalformedRecord, Message
+from adapters.base import UNSET, Emitter, MalformedRecord, Message
+from adapters.base import replace as _replace
 from adapters.tools import item_type_for_tool, normalize_tool_name
 from topics.canonical import (
     AuthStatus,

@@ -27,10 +27,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from msgspec.structs import replace as _replace
-
 from adapters import claude
 from adapters.base import Emitter, MalformedRecord, Message
+from adapters.base import replace as _replace
 from topics.canonical import (
     RuntimeErrorEvent,
     RuntimeErrorPayload,

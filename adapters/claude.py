@@ -53,10 +53,10 @@ from collections.abc import Callable
 from typing import Any
 
 import msgspec
-from msgspec import UNSET, Struct, UnsetType
-from msgspec.structs import replace as _replace
+from msgspec import Struct, UnsetType
 
-from adapters.base import Emitter, MalformedRecord, Message
+from adapters.base import UNSET, Emitter, MalformedRecord, Message
+from adapters.base import replace as _replace
 from adapters.claude_state import Block, Msg, Pending, State, Tool
 from adapters.tools import item_type_for_tool, mcp_tool_name, normalize_tool_name
 from topics.canonical import (

@@ -44,10 +44,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from msgspec import UNSET, UnsetType
-from msgspec.structs import replace as _replace
+from msgspec import UnsetType
 
-from adapters.base import Emitter, MalformedRecord, Message
+from adapters.base import UNSET, Emitter, MalformedRecord, Message
+from adapters.base import replace as _replace
 from adapters.codex_state import OpenItem, OpenRequest, OpenTurn, State
 from adapters.tools import mcp_tool_name, normalize_tool_name
 from topics.canonical import (

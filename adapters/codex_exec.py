@@ -29,10 +29,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from msgspec import UNSET, UnsetType
-from msgspec.structs import replace as _replace
+from msgspec import UnsetType
 
-from adapters.base import Emitter, MalformedRecord, Message
+from adapters.base import UNSET, Emitter, MalformedRecord, Message
+from adapters.base import replace as _replace
 from adapters.codex_exec_state import OpenItem, State
 from topics.canonical import (
     ContentDelta,

@@ -41,10 +41,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from msgspec import UNSET, UnsetType
-from msgspec.structs import replace as _replace
+from msgspec import UnsetType
 
-from adapters.base import Emitter, MalformedRecord, Message
+from adapters.base import UNSET, Emitter, MalformedRecord, Message
+from adapters.base import replace as _replace
 from adapters.gemini_state import Reply, State, Tool
 from adapters.tools import item_type_for_tool, normalize_tool_name
 from topics.canonical import (

@@ -87,10 +87,10 @@ import difflib
 import os
 from typing import Any
 
-from msgspec import UNSET, UnsetType
-from msgspec.structs import replace as _replace
+from msgspec import UnsetType
 
-from adapters.base import Emitter, MalformedRecord, Message
+from adapters.base import UNSET, Emitter, MalformedRecord, Message
+from adapters.base import replace as _replace
 from adapters.opencode_state import Part, Request, Sess, State, Usage
 from adapters.tools import item_type_for_tool, normalize_tool_name
 from topics.canonical import (

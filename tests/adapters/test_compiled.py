@@ -168,11 +168,14 @@ def test_the_compiled_build_gives_the_same_events_and_failures_as_the_source(tmp
 
 def test_a_source_edited_after_its_extension_was_built_is_reported(tmp_path):
     (tmp_path / "codex.py").write_text("")
-    ext = tmp_path / "codex.cpython-311-x86_64-linux-gnu.so"
-    ext.write_bytes(b"")
     (tmp_path / "acp.py").write_text("")  # never compiled: not stale
-    os.utime(tmp_path / "codex.py", (1_000, 1_000))
-    os.utime(ext, (2_000, 2_000))
+    shim = tmp_path / "codex.cpython-311-x86_64-linux-gnu.so"  # only loads the group
+    group = tmp_path / "compiled__mypyc.cpython-311-x86_64-linux-gnu.so"  # the code
+    shim.write_bytes(b"")
+    group.write_bytes(b"")
+    os.utime(shim, (1_000, 1_000))
+    os.utime(tmp_path / "codex.py", (2_000, 2_000))
+    os.utime(group, (3_000, 3_000))
     assert stale_extensions(tmp_path) == []
-    os.utime(tmp_path / "codex.py", (3_000, 3_000))
+    os.utime(tmp_path / "codex.py", (4_000, 4_000))
     assert stale_extensions(tmp_path) == ["codex.py"]
