@@ -3,10 +3,10 @@
 With CANONFLOW_COMPILE=1, the translator modules are compiled with mypyc (shipped with
 mypy, which must then be installed in the build environment):
 
-    CANONFLOW_COMPILE=1 pip install --no-build-isolation .   # or `make compiled`
+    CANONFLOW_COMPILE=1 pip install --no-build-isolation .   # make does it in place
 
 They are the same Python source, run as C extensions: `canonflow bench` measures the
-adapter core about 1.4x faster that way. Without the variable nothing is compiled and
+adapter core about 1.6x faster that way. Without the variable nothing is compiled and
 the project is pure Python. The structs they use live in modules that are never
 compiled (adapters/contract.py, adapters/*_state.py): mypyc drops class keywords.
 """
