@@ -107,12 +107,13 @@ _CANONICAL_IDS_KEPT: Final = 1 << 16
 
 
 def _canonical_id(key: tuple[str, ...]) -> str:
-    """canonical_id(*key), cached in a dict rather than lru_cache: compiled, the dict's
-    lookup costs a third of the cached function's call (callgrind, adapter core)."""
+    """canonical_id(*key), cached. A dict keyed by a tuple the caller builds directly,
+    rather than lru_cache behind `*parts`: compiled, 3.6% fewer instructions in the
+    adapter core (callgrind). The cache is emptied when full; its values are pure."""
     cid = _CANONICAL_IDS.get(key)
     if cid is None:
         if len(_CANONICAL_IDS) >= _CANONICAL_IDS_KEPT:
-            _CANONICAL_IDS.clear()  # the values are pure: emptied, they are hashed again
+            _CANONICAL_IDS.clear()
         cid = _CANONICAL_IDS[key] = f"{key[0]}_{_digest(key[1:], 12)}"
     return cid
 
