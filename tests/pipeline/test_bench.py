@@ -18,6 +18,7 @@ from pipeline.bench import (
     format_report,
     n_messages,
     records_of,
+    run_passthrough,
 )
 from topics.catalog import PROVIDERS
 
@@ -79,3 +80,12 @@ def test_the_interpreted_adapter_core_is_measured_from_a_copy_without_extensions
     # imports the source (it raises BenchError if that copy ran compiled)
     rates = bench_adapters_interpreted(CAPTURED, 200, 2)
     assert len(rates) == 2 and all(r > 0 for r in rates)
+
+
+@pytest.mark.broker
+def test_both_ceilings_forward_every_record_through_the_broker(settings):
+    # (2) and (3) each in a process of their own, observed from this one; a record
+    # missing at the end is a BenchError, not a rate
+    sessions = build_workload(CAPTURED, 100)[:4]
+    for kind in ("aiokafka", "faust"):
+        assert run_passthrough(kind, settings, sessions, 1, timeout=120) > 0
