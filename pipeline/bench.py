@@ -296,10 +296,16 @@ async def _aiokafka_passthrough(settings: Settings, src: str, dst: str, n_record
         while done < n_records:
             batch = await consumer.getmany(timeout_ms=200, max_records=5000)
             futures = []
+            # record batches per partition (send_batch), as canonflow's output producer
+            # sends: with one send() per record, this "ceiling" ran below the worker
             for tp, recs in batch.items():
+                out = producer.create_batch()
                 for r in recs:
-                    futures.append(await producer.send(dst, r.value, key=r.key,
-                                                       partition=tp.partition))
+                    if out.append(key=r.key, value=r.value, timestamp=None) is None:  # full
+                        futures.append(await producer.send_batch(out, dst, partition=tp.partition))
+                        out = producer.create_batch()
+                        out.append(key=r.key, value=r.value, timestamp=None)
+                futures.append(await producer.send_batch(out, dst, partition=tp.partition))
                 done += len(recs)
             if futures:
                 await asyncio.gather(*futures)
