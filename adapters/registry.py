@@ -39,7 +39,7 @@ def build() -> str:
     extensions (setup.py), else "interpreted"."""
     import adapters.base
 
-    return "mypyc" if not adapters.base.__file__.endswith(".py") else "interpreted"
+    return "interpreted" if adapters.base.__file__.endswith(".py") else "mypyc"
 
 
 def stale_extensions(here: Path = Path(__file__).parent) -> list[str]:

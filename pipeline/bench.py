@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -172,8 +173,6 @@ def bench_adapters_interpreted(fixtures: Path, messages: int, repeat: int) -> li
     """The mix rate of the pure-Python source, measured in a child process that imports
     a copy of the translators without the compiled extensions: when this process runs
     the mypyc build, both builds are measured in the same run."""
-    import shutil
-
     root = HERE.parent
     with tempfile.TemporaryDirectory(prefix="canonflow-bench-") as tmp:
         shutil.copytree(root / "adapters", Path(tmp) / "adapters",
@@ -324,8 +323,8 @@ def run_passthrough(kind: str, settings: Settings, sessions: list[Session], batc
         _create(live, [src, dst])
         items = interleaved(sessions, batch, lambda s: src)
         asyncio.run(_produce_all(live, items))
-        # in a process of its own, as the canonflow worker is: sharing the observer's
-        # event loop, the aiokafka loop ran at about half its rate
+        # in a process of its own, as the Faust agent and the canonflow worker are (in
+        # the observer's event loop, the aiokafka loop ran unsteadily: 60k, 20k, 27k)
         proc = _passthrough_process(kind, live, src, dst, len(items))
         try:
             # the aiokafka loop exits once it forwarded everything; only a crash ends
@@ -649,12 +648,12 @@ def run_bench(settings: Settings, *, messages: int, repeat: int, batch: int,
 
 def format_report(r: dict[str, Any]) -> str:
     w = r["workload"]
+    built = r.get("adapter_build", "interpreted")
     lines = [
         f"canonflow bench: {w['messages']:,} native messages, {w['sessions']} sessions, "
         f"{w['partitions']} partitions, medians of {w['repeat']} run(s)",
         "",
-        f"adapter core (offline, one core, {r.get('adapter_build', 'interpreted')})"
-        f"{'msg/s':>{17 - len(r.get('adapter_build', 'interpreted'))}}",
+        f"adapter core (offline, one core, {built})" + "msg/s".rjust(17 - len(built)),
     ]
     for p, v in r["adapter_core_msgs_per_s"].items():
         lines.append(f"  {p:<36} {v:>12,.0f}")

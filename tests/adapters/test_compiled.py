@@ -32,12 +32,14 @@ ROOT = Path(__file__).resolve().parents[2]
 CAPTURED = ROOT / "tests" / "fixtures" / "captured"
 
 
-class Conversation(msgspec.Struct):
+# Both travel as msgpack arrays, which the child reads and writes as tuples (it imports
+# only the project copy, not this module).
+class Conversation(msgspec.Struct, array_like=True):
     provider: str
     lines: list[Line]
 
 
-class Outcome(msgspec.Struct):
+class Outcome(msgspec.Struct, array_like=True):
     events: list[bytes]
     failures: list[str]
 
@@ -50,25 +52,18 @@ import msgspec
 from adapters import Line, Session, build, get, new_session, translate_record
 from topics.canonical import encode_event
 
-class Conversation(msgspec.Struct):
-    provider: str
-    lines: list[Line]
-
-class Outcome(msgspec.Struct):
-    events: list[bytes]
-    failures: list[str]
-
-convs = msgspec.msgpack.decode(open(sys.argv[1], "rb").read(), type=list[Conversation])
+convs = msgspec.msgpack.decode(open(sys.argv[1], "rb").read(),
+                               type=list[tuple[str, list[Line]]])
 out = []
-for conv in convs:
-    t = get(conv.provider)
+for provider, lines in convs:
+    t = get(provider)
     codec = msgspec.msgpack.Decoder(Session[t.state_type])
     session = new_session(t)
-    for n, line in enumerate(conv.lines):
+    for n, line in enumerate(lines):
         session, events, failures = translate_record(t, session, "sid", [line], offset=n)
         session = codec.decode(msgspec.msgpack.encode(session))
-        out.append(Outcome([encode_event(e) for e in events],
-                           [f"{type(f.error).__name__}: {f.error}" for f in failures]))
+        out.append(([encode_event(e) for e in events],
+                    [f"{type(f.error).__name__}: {f.error}" for f in failures]))
 sys.stdout.buffer.write(msgspec.msgpack.encode([build(), out]))
 """
 
