@@ -36,7 +36,16 @@ from typing import Any, Final, Protocol, TypeVar, Union, get_args, get_origin
 import msgspec
 from msgspec import Struct, UnsetType
 
-from adapters.contract import AdapterError, Line, LineFailure, MalformedRecord, Message, Session
+from adapters.contract import (
+    AdapterError,
+    Line,
+    LineFailure,
+    MalformedRecord,
+    Message,
+    Session,
+    Spool,
+    Stream,
+)
 from topics.canonical import (
     SCHEMA_VERSION,
     ItemCompleted,
@@ -148,6 +157,19 @@ def iso_ms(ms: int) -> str:
     return _iso_second(ms // 1000) + _MILLIS[ms % 1000]
 
 
+#: The most a spooled stream keeps of one item's text or output, in UTF-8 bytes (see
+#: Emitter "Streams"); the worker's is CANONFLOW_ITEM_CAP.
+DEFAULT_ITEM_CAP: Final = 8 * 1024 * 1024
+_P: Final = (1 << 61) - 1  # a Mersenne prime: the streams' digests are polynomials mod _P
+
+
+def _extend(digest: int, data: bytes) -> int:
+    """The digest of (what `digest` digests) + `data`: the bytes as one base-256
+    number mod _P, so a stream's digest grows append by append and any text's prefix
+    can be checked against it in one pass (Emitter.rest)."""
+    return (digest * pow(256, len(data), _P) + int.from_bytes(data, "big")) % _P
+
+
 # ---------------------------------------------------------------------------
 # Session state and messages
 # ---------------------------------------------------------------------------
@@ -159,10 +181,13 @@ class Emitter:
     __slots__ = (
         "provider", "session_id", "seq", "epoch_ms", "clock_ms", "_created", "_id_prefix",
         "include_raw", "raw_source", "events", "_message", "native_type",
+        "streams", "_own_streams", "spool", "cap", "_writes", "_fresh", "_undo",
     )
 
     def __init__(self, provider: str, session_id: str, seq: int, clock_ms: int,
-                 include_raw: bool, raw_source: str, epoch_ms: int = 0):
+                 include_raw: bool, raw_source: str, epoch_ms: int = 0,
+                 streams: dict[str, Stream] | None = None, spool: Spool | None = None,
+                 cap: int = DEFAULT_ITEM_CAP):
         self.provider = provider
         self.session_id = session_id
         self.seq = seq
@@ -175,6 +200,16 @@ class Emitter:
         self.events: list[_Event] = []
         self._message: Message | None = None
         self.native_type: str | UnsetType = UNSET  # set by translators, recorded in `raw`
+        # the conversation core's streams (see "Streams" below): the session's, copied on
+        # the record's first change; the spool's chunks written by this record, and the
+        # parts of the chunk each stream is filling in this record; the line's undo log
+        self.streams: dict[str, Stream] = streams if streams is not None else {}
+        self._own_streams = False
+        self.spool: Spool = spool if spool is not None else MemorySpool()
+        self.cap = cap
+        self._writes: dict[tuple[str, int], str | None] = {}
+        self._fresh: dict[str, list[str]] = {}
+        self._undo: list[tuple[str, int, Any]] = []
 
     def id(self, prefix: str, part: str, part2: str | None = None) -> str:
         """Canonical id for one or two provider id parts, scoped to this session
@@ -255,6 +290,252 @@ class Emitter:
             turn=turn,
             with_raw=True,
         )
+
+
+    # ---- Streams: the conversation core's text and output ---------------------------
+    #
+    # Every runtime streams text (assistant, reasoning, plan) and tool output, as deltas,
+    # as growing snapshots, or whole at the end, and every adapter must emit each
+    # character once ("never text twice", seed 000) and deliver a tool's output whole on
+    # item.completed. The session keeps, per open stream, only its length and a digest
+    # (Stream): enough to tell what part of a final text or snapshot is new. Where the
+    # completed item must carry text or output the runtime never sends whole, the bytes
+    # are spooled: appended as chunks (one per stream per record) to the Spool, read
+    # back and dropped when the item completes. So each streamed byte is written about
+    # once, and the session's own value stays the same size however long the stream.
+    #
+    # The cap: a spooled stream keeps at most `cap` bytes. Past half of it the head is
+    # closed; what follows goes to tail segments of a quarter each, and when a third
+    # segment starts the oldest is dropped. The whole text then reads as the head, a
+    # line that says how many characters were left out, and the last segments
+    # (Whole.truncated). The deltas on agents.canonical still carry every byte.
+
+    def _streams_mut(self) -> dict[str, Stream]:
+        if not self._own_streams:
+            self.streams = dict(self.streams)
+            self._own_streams = True
+        return self.streams
+
+    def _set_stream(self, key: str, stream: Stream | None) -> None:
+        streams = self._streams_mut()
+        self._undo.append((key, -1, streams.get(key)))
+        if stream is None:
+            streams.pop(key, None)
+        else:
+            streams[key] = stream
+
+    def _put(self, key: str, n: int, data: str | None) -> None:
+        k = (key, n)
+        self._undo.append((key, n, (k in self._writes, self._writes.get(k))))
+        self._writes[k] = data
+
+    def _chunk(self, key: str, n: int) -> str:
+        data = self._writes.get((key, n), UNSET)
+        if isinstance(data, UnsetType):
+            data = self.spool.get(self.session_id, key, n)
+        return data or ""
+
+    def streamed(self, item: str, stream: str) -> int:
+        """Characters the stream carried so far; -1 when it has none open."""
+        st = self.streams.get(item + "/" + stream)
+        return -1 if st is None else st.chars
+
+    def append(self, item: str, stream: str, text: str, spool: bool = True) -> None:
+        """`text` was carried (or is to be kept) on `item`'s `stream`: count it, and spool
+        it when the item must later deliver the stream whole (the stream's first append
+        decides). Appending "" opens the stream."""
+        key = item + "/" + stream
+        st = self.streams.get(key)
+        if st is None:
+            st = Stream(spooled=spool)
+        data = text.encode("utf-8", "surrogatepass")
+        size = len(data)
+        new = replace(st, chars=st.chars + len(text), size=st.size + size,
+                      digest=_extend(st.digest, data))
+        if st.spooled and text:
+            new = self._spool(key, st, new, text, size)
+        self._set_stream(key, new)
+
+    def _spool(self, key: str, st: Stream, new: Stream, text: str, size: int) -> Stream:
+        parts = self._fresh.get(key)
+        if parts is not None:  # this record already opened the stream's last chunk
+            self._undo.append((key, -2, len(parts)))
+            parts.append(text)
+            return replace(new, curSize=new.curSize + size) if new.head else new
+        n = st.chunks
+        head, prev, cur, cur_size, cut = st.head, st.prev, st.cur, st.curSize, st.cut
+        if not head and st.size >= self.cap // 2:
+            head, prev, cur, cur_size = n, n, n, 0  # the head is full
+        elif head and cur_size >= self.cap // 4:
+            for m in range(prev, cur):  # a third segment starts: drop the oldest
+                cut += len(self._chunk(key, m))
+                self._put(key, m, None)
+            prev, cur, cur_size = cur, n, 0
+        self._fresh[key] = [text]
+        self._undo.append((key, -3, n))
+        return replace(new, chunks=n + 1, head=head, prev=prev, cur=cur,
+                       curSize=cur_size + size if head else 0, cut=cut)
+
+    def rest(self, item: str, stream: str, final: str) -> str:
+        """The part of `final` (the stream's whole text, as the runtime finally sends it)
+        that the stream has not carried: all of it when nothing was streamed, the missing
+        suffix when the stream is a prefix of it, and nothing when they differ (emitted
+        text cannot be retracted: never twice)."""
+        st = self.streams.get(item + "/" + stream)
+        if st is None:
+            return final
+        return final[st.chars:] if self._extends(st, final) else ""
+
+    def extends(self, item: str, stream: str, text: str) -> bool:
+        """Does `text` begin with everything the stream carried? (True with no stream.)"""
+        st = self.streams.get(item + "/" + stream)
+        return st is None or self._extends(st, text)
+
+    @staticmethod
+    def _extends(st: Stream, text: str) -> bool:
+        if len(text) < st.chars:
+            return False
+        prefix = text[:st.chars].encode("utf-8", "surrogatepass")
+        return len(prefix) == st.size and _extend(0, prefix) == st.digest
+
+    def whole(self, item: str, stream: str) -> Whole | None:
+        """The spooled text of the stream, whole (or cut to the cap), without closing it;
+        None when the stream is not open or not spooled."""
+        key = item + "/" + stream
+        st = self.streams.get(key)
+        if st is None or not st.spooled:
+            return None
+        if not st.cut:
+            text = "".join([self._read(key, n) for n in range(st.chunks)])
+            return Whole(text, st.chars, False)
+        head = "".join([self._read(key, n) for n in range(st.head)])
+        tail = "".join([self._read(key, n) for n in range(st.prev, st.chunks)])
+        return Whole(f"{head}\n[canonflow: {st.cut} characters left out]\n{tail}", st.chars, True)
+
+    def _read(self, key: str, n: int) -> str:
+        parts = self._fresh.get(key)
+        if parts is not None and n == self.streams[key].chunks - 1:
+            return "".join(parts)
+        return self._chunk(key, n)
+
+    def take(self, item: str, stream: str) -> Whole | None:
+        """whole(), and close the stream (its chunks are dropped)."""
+        got = self.whole(item, stream)
+        self.drop(item, stream)
+        return got
+
+    def drop(self, item: str, stream: str) -> None:
+        """Close the stream, dropping its spooled chunks."""
+        self._drop_key(item + "/" + stream)
+
+    def _drop_key(self, key: str) -> None:
+        st = self.streams.get(key)
+        if st is None:
+            return
+        if key in self._fresh:
+            self._undo.append((key, -4, self._fresh.pop(key)))
+        kept = range(st.chunks) if not st.cut else [*range(st.head), *range(st.prev, st.chunks)]
+        for n in kept:
+            self._put(key, n, None)
+        self._set_stream(key, None)
+
+    def reset(self, item: str, stream: str, text: str) -> None:
+        """Re-base the stream on `text` (a runtime's snapshot that replaced what it said)."""
+        key = item + "/" + stream
+        st = self.streams.get(key)
+        spool = True if st is None else st.spooled
+        self._drop_key(key)
+        self.append(item, stream, text, spool)
+
+    def drop_item(self, item: str) -> None:
+        """Close every stream of `item` (it completed)."""
+        prefix = item + "/"
+        for key in [k for k in self.streams if k.startswith(prefix)]:
+            self._drop_key(key)
+
+    def _begin_line(self) -> None:
+        self._undo.clear()
+
+    def _rollback(self) -> None:
+        """Undo the stream changes of the line that failed."""
+        undo = self._undo
+        i = len(undo)
+        while i > 0:  # newest first (an index loop: mypyc cannot compile reversed() here)
+            i -= 1
+            entry = undo[i]
+            key: str = entry[0]
+            n: int = entry[1]
+            old: Any = entry[2]
+            if n >= 0:
+                if old[0]:
+                    self._writes[(key, n)] = old[1]
+                else:
+                    self._writes.pop((key, n), None)
+            elif n == -1:
+                if old is None:
+                    self.streams.pop(key, None)
+                else:
+                    self.streams[key] = old
+            elif n == -2:
+                keep: int = old
+                del self._fresh[key][keep:]
+            elif n == -3:
+                self._fresh.pop(key, None)
+            else:
+                self._fresh[key] = old
+        self._undo.clear()
+
+    def _flush(self) -> None:
+        """Hand the record's chunks to the spool."""
+        for key, parts in self._fresh.items():
+            self._writes[(key, self.streams[key].chunks - 1)] = "".join(parts)
+        self._fresh.clear()
+        sid, put = self.session_id, self.spool.put
+        for (key, n), data in self._writes.items():
+            put(sid, key, n, data)
+        self._writes.clear()
+
+
+class Whole:
+    """A stream's text read back from the spool (Emitter.whole, Emitter.take): `text`,
+    its full length in characters, and whether the cap cut its middle out."""
+
+    __slots__ = ("text", "length", "truncated")
+
+    def __init__(self, text: str, length: int, truncated: bool):
+        self.text = text
+        self.length = length
+        self.truncated = truncated
+
+
+def whole_fields(whole: Whole | None, field: str = "output") -> dict[str, Any]:
+    """ItemPayload fields for a stream read back whole: `output` (or `text`) and, when
+    the cap cut it, `outputTruncated` and `outputLength` (`textTruncated`, `textLength`);
+    nothing for None."""
+    if whole is None:
+        return {}
+    if not whole.truncated:
+        return {field: whole.text}
+    return {field: whole.text, field + "Truncated": True, field + "Length": whole.length}
+
+
+class MemorySpool:
+    """A Spool in a dict: replay, import and the tests. `len()` is its chunk count."""
+
+    def __init__(self) -> None:
+        self.chunks: dict[tuple[str, str, int], str] = {}
+
+    def get(self, session: str, key: str, n: int) -> str | None:
+        return self.chunks.get((session, key, n))
+
+    def put(self, session: str, key: str, n: int, data: str | None) -> None:
+        if data is None:
+            self.chunks.pop((session, key, n), None)
+        else:
+            self.chunks[(session, key, n)] = data
+
+    def __len__(self) -> int:
+        return len(self.chunks)
 
 
 class Translator(Protocol[S]):
@@ -368,12 +649,17 @@ def translate_record(
     offset: int,
     partition: int = -1,
     include_raw: bool = False,
+    spool: Spool | None = None,
+    cap: int = DEFAULT_ITEM_CAP,
 ) -> tuple[Session[S], list[_Event], list[LineFailure]]:
     """Feed one raw record (its native lines, in order) through `translator`.
 
     Returns the new session, the canonical events, and the lines that failed (each
     failed line leaves the state as it was before that line). A record at or below
     the session's watermark is a redelivery: nothing changes, nothing is emitted.
+    The chunks of the session's spooled streams are read from and written to `spool`
+    (a fresh MemorySpool when None: enough for a session translated in one call);
+    `cap` bounds what one stream keeps (Emitter, "Streams").
     """
     if offset <= session.watermark:
         return session, [], []
@@ -385,7 +671,7 @@ def translate_record(
         epoch = first if first is not None else session.clockMs
     state = session.state
     out = Emitter(translator.provider, session_id, session.seq, session.clockMs, include_raw,
-                  translator.raw_source, epoch)
+                  translator.raw_source, epoch, session.streams, spool, cap)
     translate = translator.translate
     events = out.events
     failures: list[LineFailure] = []
@@ -394,6 +680,7 @@ def translate_record(
         if time_ms is not None:
             out.set_clock(time_ms)
         mark, seq = len(events), out.seq
+        out._begin_line()
         try:
             obj = decode_message(data)
             message = out._message = Message(obj, data, line.origin, time_ms)
@@ -415,16 +702,19 @@ def translate_record(
         except AdapterError as e:
             del events[mark:]
             out.seq = seq
+            out._rollback()
             failures.append(LineFailure(n, data, e))
     if events:
-        thread, turn, open_items = _follow(session, events)
+        thread, turn, open_items = _follow(session, events, out)
     else:
         thread, turn, open_items = session.thread, session.turn, session.open
         if first_epoch < 0:
             epoch = -1  # the epoch is the time of the first record that gave events
+    out._flush()
     return (
         Session(seq=out.seq, watermark=offset, partition=partition, clockMs=out.clock_ms,
-                epochMs=epoch, thread=thread, turn=turn, open=open_items, state=state),
+                epochMs=epoch, thread=thread, turn=turn, open=open_items, state=state,
+                streams=out.streams),
         events,
         failures,
     )
@@ -442,9 +732,11 @@ _FOLLOWED: Final[dict[type, int]] = {
 }
 
 
-def _follow(session: Session[Any], events: list[_Event]
+def _follow(session: Session[Any], events: list[_Event], out: Emitter
             ) -> tuple[str | None, str | None, dict[str, str]]:
-    """The open thread, turn and items after `events` (for close_session)."""
+    """The open thread, turn and items after `events` (for close_session); the streams
+    of the items they completed are closed (an adapter that took an item's text or
+    output has closed them already)."""
     thread, turn, open_items = session.thread, session.turn, session.open
     copied = False
     for ev in events:
@@ -459,6 +751,8 @@ def _follow(session: Session[Any], events: list[_Event]
                 open_items[item] = ev.payload.itemType  # type: ignore[attr-defined]
             else:
                 open_items.pop(item, None)
+                if out.streams:
+                    out.drop_item(item)
         elif kind == _OPENS_TURN:
             turn = ev.turnId if isinstance(ev.turnId, str) else turn
             thread = ev.threadId if isinstance(ev.threadId, str) else thread
@@ -470,12 +764,17 @@ def _follow(session: Session[Any], events: list[_Event]
 
 
 def close_session(translator: Translator[Any], session: Session[Any], session_id: str, *,
-                  time_ms: int, reason: str = "idle") -> list[_Event]:
+                  time_ms: int, reason: str = "idle", spool: Spool | None = None
+                  ) -> list[_Event]:
     """Synthetic events that close a session nobody will continue: every open item
     completed as failed, the open turn completed as interrupted, then session.exited.
-    The caller then forgets the session's state (no consumer waits forever)."""
+    The chunks of its open streams are dropped from `spool`. The caller then forgets
+    the session's state (no consumer waits forever)."""
     out = Emitter(translator.provider, session_id, session.seq, time_ms, False,
-                  translator.raw_source, max(session.epochMs, 0))
+                  translator.raw_source, max(session.epochMs, 0), session.streams, spool)
+    for key in list(session.streams):
+        out._drop_key(key)
+    out._flush()
     thread = session.thread or UNSET
     turn = session.turn or UNSET
     detail = f"closed by canonflow: session {reason}"

@@ -4,19 +4,27 @@ Sans-I/O like the adapters: a frozen state per session and one pure function,
 canonical event in -> new state + chat records out. It knows no runtime: every
 provider's canonical events give the same records (topics/chat.py).
 
-What it remembers per session, and for how long:
-* the text so far of each open assistant / reasoning item (for `accumulated`) and
-  its phase, dropped when the item completes;
+What it remembers per session, and for how long (bounded by a constant, whatever the
+session streams):
+* per open assistant / reasoning item its length so far, its phase and, while it is at
+  most ACCUMULATED_MAX characters, its text (for `accumulated`); dropped when the item
+  completes;
 * each open tool item's tool_use_id, normalised name and whether its tool_use was
   shown yet, dropped when the item completes;
-* the latest assistant text of the turn (the `done` record's final text), dropped
-  when the turn completes.
+* the latest assistant text of the turn (the `done` record's final text): in the state
+  while it is short, else spooled (adapters.contract.Spool, key "chat/last") in pieces
+  of SPOOL_PIECE characters; dropped when the turn completes.
 
-Rules: text records carry only new text (`content`) and the message so far; a
-tool_use is shown once, as soon as its input is known (a tool that starts with an
-empty input, like a streaming Claude tool_use or a pending OpenCode part, is shown
-when an update brings the input, or at the latest right before its result); a
-tool_result carries the whole output once; a turn's end is one `done`.
+Rules: text records carry only new text (`content`) and, while the message is at most
+ACCUMULATED_MAX characters, the message so far (`accumulated`); past that `accumulated`
+is "" and `accumulated_length` says how long the message is: a consumer joins the
+`content` of the item's records (gapless `seq`), and `done` carries the final answer
+whole. So the chat grows linearly with the text, where repeating the text so far in
+every record grew with its square. A tool_use is shown once, as soon as its input is
+known (a tool that starts with an empty input, like a streaming Claude tool_use or a
+pending OpenCode part, is shown when an update brings the input, or at the latest right
+before its result); a tool_result carries the whole output once; a turn's end is one
+`done`.
 """
 
 from __future__ import annotations
@@ -26,7 +34,8 @@ from typing import Any
 from msgspec import UNSET
 from msgspec.structs import replace
 
-from adapters.contract import Session, Stored
+from adapters.base import MemorySpool
+from adapters.contract import Session, Spool, Stored
 from topics.canonical import TOOL_ITEM_TYPES, SessionExited
 from topics.chat import (
     ChatApproval,
@@ -40,10 +49,17 @@ from topics.chat import (
     ChatToolUse,
 )
 
+#: The longest message whose text so far each chat text record repeats in `accumulated`.
+ACCUMULATED_MAX = 2048
+#: Characters per spooled piece of a long final text (one table entry each).
+SPOOL_PIECE = 256 * 1024
+_LAST = "chat/last"  # spool key of the turn's latest assistant text, when long
+
 
 class OpenText(Stored, frozen=True):
-    text: str = ""
+    text: str = ""  # the text so far, while at most ACCUMULATED_MAX characters
     phase: str | None = None
+    length: int = 0  # characters so far
 
 
 class OpenTool(Stored, frozen=True):
@@ -55,7 +71,8 @@ class OpenTool(Stored, frozen=True):
 class ChatState(Stored, frozen=True, kw_only=True):
     texts: dict[str, OpenText] = {}
     tools: dict[str, OpenTool] = {}
-    last_text: str | None = None
+    last_text: str | None = None  # the turn's latest assistant text, when short
+    last_pieces: int = 0  # else: its pieces in the spool
 
 
 def initial() -> ChatState:
@@ -75,9 +92,10 @@ def _v(value: Any) -> Any:
 class _Out:
     """Stamps chat records with the session's envelope."""
 
-    __slots__ = ("session_id", "provider", "seq", "source", "turn", "records", "_k")
+    __slots__ = ("session_id", "provider", "seq", "source", "turn", "records", "_k", "spool")
 
-    def __init__(self, ev: Any, seq: int):
+    def __init__(self, ev: Any, seq: int, spool: Spool):
+        self.spool = spool
         self.session_id, self.provider, self.seq = ev.sessionId, ev.provider, seq
         self.source, self.turn = ev.eventId, _v(ev.turnId)
         self.records: list[ChatRecord] = []
@@ -127,7 +145,7 @@ def _on_item_started(state: ChatState, ev: Any, out: _Out) -> ChatState:
     if p.itemType in ("assistant_message", "reasoning"):
         texts = dict(state.texts)
         old = texts.get(item, OpenText())
-        texts[item] = OpenText(old.text, _v(p.phase) or old.phase)
+        texts[item] = OpenText(old.text, _v(p.phase) or old.phase, old.length)
         return replace(state, texts=texts)
     if p.itemType in TOOL_ITEM_TYPES and item not in state.tools:
         tool = OpenTool(_tool_use_id(ev), _v(p.toolName) or p.itemType)
@@ -154,7 +172,7 @@ def _on_item_updated(state: ChatState, ev: Any, out: _Out) -> ChatState:
         return state
     if p.itemType == "assistant_message" and _v(p.phase) and item in state.texts:
         texts = dict(state.texts)
-        texts[item] = OpenText(texts[item].text, p.phase)
+        texts[item] = replace(texts[item], phase=p.phase)
         return replace(state, texts=texts)
     return state
 
@@ -176,13 +194,43 @@ def _on_item_completed(state: ChatState, ev: Any, out: _Out) -> ChatState:
     if item in state.texts:
         texts = dict(state.texts)
         done = texts.pop(item)
-        last = state.last_text
+        state = replace(state, texts=texts)
         if p.itemType == "assistant_message":
-            last = done.text or _v(p.text) or last
-        return replace(state, texts=texts, last_text=last)
+            # the text its deltas carried, when the state still has it whole
+            whole = done.text if _length(done) <= ACCUMULATED_MAX else ""
+            if whole or _v(p.text):
+                return _set_last(state, whole or p.text, out)
+        return state
     if p.itemType == "assistant_message" and _v(p.text):
-        return replace(state, last_text=p.text)
+        return _set_last(state, p.text, out)
     return state
+
+
+def _length(text: OpenText) -> int:
+    return max(text.length, len(text.text))  # a state stored before `length` has 0
+
+
+def _set_last(state: ChatState, text: str, out: _Out) -> ChatState:
+    """The turn's latest assistant text is `text`: in the state when short, else spooled."""
+    pieces = 0
+    if len(text) > ACCUMULATED_MAX:
+        pieces = -(-len(text) // SPOOL_PIECE)
+        for n in range(pieces):
+            out.spool.put(out.session_id, _LAST, n, text[n * SPOOL_PIECE:(n + 1) * SPOOL_PIECE])
+    for n in range(pieces, state.last_pieces):
+        out.spool.put(out.session_id, _LAST, n, None)
+    return replace(state, last_text=None if pieces else text, last_pieces=pieces)
+
+
+def _take_last(state: ChatState, out: _Out) -> str | None:
+    """The turn's latest assistant text; its spooled pieces are dropped."""
+    if not state.last_pieces:
+        return state.last_text
+    sid, spool = out.session_id, out.spool
+    text = "".join([spool.get(sid, _LAST, n) or "" for n in range(state.last_pieces)])
+    for n in range(state.last_pieces):
+        spool.put(sid, _LAST, n, None)
+    return text
 
 
 def _on_delta(state: ChatState, ev: Any, out: _Out) -> ChatState:
@@ -191,14 +239,19 @@ def _on_delta(state: ChatState, ev: Any, out: _Out) -> ChatState:
     if kind not in ("assistant_text", "reasoning_text", "reasoning_summary_text") or not p.delta:
         return state  # tool output is shown whole in tool_result
     open_text = state.texts.get(item, OpenText())
-    acc = open_text.text + p.delta
-    texts = {**state.texts, item: OpenText(acc, open_text.phase)}
+    length = _length(open_text) + len(p.delta)
+    whole = length <= ACCUMULATED_MAX
+    acc = open_text.text + p.delta if whole else ""
+    texts = {**state.texts, item: OpenText(acc, open_text.phase, length)}
+    more: dict[str, Any] = {} if whole else {"accumulated_length": length}
     if kind == "assistant_text":
         out.add(ChatText, content=p.delta, accumulated=acc, phase=open_text.phase,
-                item_id=_v(item), parent_tool_use_id=_parent(state, ev))
-        return replace(state, texts=texts, last_text=acc)
+                item_id=_v(item), parent_tool_use_id=_parent(state, ev), **more)
+        if whole:  # the final text, should the turn end before the item completes
+            return _set_last(replace(state, texts=texts), acc, out)
+        return replace(state, texts=texts)
     out.add(ChatReasoning, content=p.delta, accumulated=acc, item_id=_v(item),
-            parent_tool_use_id=_parent(state, ev))
+            parent_tool_use_id=_parent(state, ev), **more)
     return replace(state, texts=texts)
 
 
@@ -240,7 +293,8 @@ def _on_error(state: ChatState, ev: Any, out: _Out) -> ChatState:
 def _on_turn_completed(state: ChatState, ev: Any, out: _Out) -> ChatState:
     p = ev.payload
     # the runtime's own final answer wins when it reports one (Claude's result)
-    final = _v(p.resultText) if p.resultText is not UNSET else state.last_text
+    last = _take_last(state, out)
+    final = _v(p.resultText) if p.resultText is not UNSET else last
     result = final
     out.add(ChatDone, result=result, final_text=final, is_error=p.state != "completed",
             subtype=_SUBTYPES.get(p.state, p.state))
@@ -261,13 +315,15 @@ _HANDLERS = {
 }
 
 
-def project_event(session: Session[ChatState], ev: Any, *, offset: int
-                  ) -> tuple[Session[ChatState], list[ChatRecord]]:
+def project_event(session: Session[ChatState], ev: Any, *, offset: int,
+                  spool: Spool | None = None) -> tuple[Session[ChatState], list[ChatRecord]]:
     """Apply one canonical event at source position `offset` (watermarked like the
-    adapters: an event at or below the watermark changes nothing)."""
+    adapters: an event at or below the watermark changes nothing). A long final text
+    is kept in `spool` until its turn's `done` (a fresh MemorySpool when None: enough
+    for a session projected in one call)."""
     if offset <= session.watermark:
         return session, []
-    out = _Out(ev, session.seq)
+    out = _Out(ev, session.seq, spool if spool is not None else MemorySpool())
     state = project(session.state, ev, out)
     return Session(seq=out.seq, watermark=offset, clockMs=session.clockMs, state=state), \
         out.records
@@ -277,11 +333,16 @@ def new_chat_session() -> Session[ChatState]:
     return Session(state=ChatState())
 
 
-def project_next(session: Session[ChatState] | None, ev: Any
+def project_next(session: Session[ChatState] | None, ev: Any, spool: Spool | None = None
                  ) -> tuple[Session[ChatState] | None, list[ChatRecord]]:
     """The chat view's step over a session's canonical events, as the worker and
     `replay --view chat` both run it: watermarked on the event's gapless `seq` (an event
     published again after a crash is projected once); after session.exited the state is
-    gone (None), so a session that resumes starts a new chat."""
-    new, records = project_event(session or new_chat_session(), ev, offset=ev.seq)
-    return (None if isinstance(ev, SessionExited) else new), records
+    gone (None, its spooled text dropped), so a session that resumes starts a new chat."""
+    spool = spool if spool is not None else MemorySpool()
+    new, records = project_event(session or new_chat_session(), ev, offset=ev.seq, spool=spool)
+    if not isinstance(ev, SessionExited):
+        return new, records
+    for n in range(new.state.last_pieces):
+        spool.put(ev.sessionId, _LAST, n, None)
+    return None, records

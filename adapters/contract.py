@@ -6,7 +6,7 @@ keywords (frozen, kw_only, array_like) these structs are declared with."""
 
 from __future__ import annotations
 
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from msgspec import Struct
 
@@ -32,6 +32,41 @@ class Stored(Struct, frozen=True, array_like=True, omit_defaults=True):
     never carry a stored struct."""
 
 
+class Stream(Stored, frozen=True, kw_only=True):
+    """One text or output stream of an open item (Session.streams), as the conversation
+    core (adapters.base.Emitter) tracks it: lengths and a digest of what it carried,
+    never the text itself, so a session's stored value stays the same size however
+    much it streams. Where the stream is spooled, its bytes are chunks in a `Spool`
+    (chunk n holds what the n-th append added), and past the per-item cap only a head
+    and a moving tail of them are kept (`adapters.base` says how)."""
+
+    chars: int = 0  # characters carried so far
+    size: int = 0  # their UTF-8 bytes
+    digest: int = 0  # polynomial hash of those bytes (adapters.base._extend)
+    chunks: int = 0  # chunks spooled so far (0: nothing spooled)
+    head: int = 0  # chunks kept as the head, once the head is full (0: not yet)
+    prev: int = 0  # first chunk of the previous tail segment (== cur: none)
+    cur: int = 0  # first chunk of the current tail segment
+    curSize: int = 0  # bytes of the current tail segment
+    cut: int = 0  # characters dropped between head and tail (the output is truncated)
+    spooled: bool = True  # are its bytes spooled (False: tracked for "never twice" only)
+
+
+class Spool(Protocol):
+    """Where the conversation core keeps the bytes of the streams it must deliver whole
+    later (pending tool output, text a runtime never sends whole): chunks keyed by
+    (session, stream key, chunk number), each written once, dropped when the item
+    completes. The worker's is a table co-partitioned with the sessions
+    (`items.<provider>`); replay and tests use `adapters.base.MemorySpool`. Reads see
+    every write made before them."""
+
+    def get(self, session: str, key: str, n: int) -> str | None: ...
+
+    def put(self, session: str, key: str, n: int, data: str | None) -> None:
+        """Write chunk n (None deletes it)."""
+        ...
+
+
 class Session(Stored, Generic[S], frozen=True, kw_only=True):
     """Per-session bookkeeping shared by every provider, around the adapter state.
 
@@ -40,7 +75,8 @@ class Session(Stored, Generic[S], frozen=True, kw_only=True):
     redelivery and changes nothing. `epochMs` is the time of the first record (see
     event_id). `thread`, `turn` and `open` follow the events emitted (the open turn,
     open items by id with their type), so a session can be closed without knowing
-    its runtime (close_session).
+    its runtime (close_session). `streams` are the open items' text and output
+    streams (Stream), dropped with their item.
     """
 
     seq: int = 0
@@ -52,6 +88,7 @@ class Session(Stored, Generic[S], frozen=True, kw_only=True):
     turn: str | None = None
     open: dict[str, str] = {}
     state: S
+    streams: dict[str, Stream] = {}  # open streams by "<itemId>/<stream>" (Emitter.append)
 
 
 class Message(Struct, gc=False):

@@ -29,7 +29,7 @@ from faust.types import TP
 
 from pipeline.fleet import Counted, FleetStage, add_fleet
 from pipeline.metrics import Item, WorkerMetrics
-from pipeline.normalize import Normalizer, Output, internal_error
+from pipeline.normalize import BatchSpool, Normalizer, Output, internal_error
 from pipeline.settings import Settings
 from pipeline.tables import TableManager, acting_for, partition_stand_in
 from pipeline.web import Health, install_web
@@ -135,15 +135,31 @@ def _add_normalizer(app: faust.App, settings: Settings, provider: str,
                        partitions=settings.partitions)
     table = app.Table(f"sessions.{provider}", partitions=settings.partitions,
                       key_type=bytes, value_type=bytes, default=None)
+    # the open items' pending text and output, chunk by chunk (pipeline.normalize.BatchSpool)
+    items = app.Table(f"items.{provider}", partitions=settings.partitions,
+                      key_type=bytes, value_type=bytes, default=None)
     step = Normalizer(provider, include_raw=settings.include_raw,
                       max_record_bytes=settings.max_record_bytes,
                       max_message_bytes=settings.max_message_bytes,
-                      chat=settings.chat_enabled)
+                      chat=settings.chat_enabled, item_cap=settings.item_cap)
     name = f"normalize.{provider}"
-    sessions = _add_batched_agent(app, settings, name, source, table, step, sink, metrics,
+    tables = _Tables(table, items)
+    sessions = _add_batched_agent(app, settings, name, source, tables, step, sink, metrics,
                                   fleet)
-    _add_idle_expiry(app, settings, name, table, step, sessions, sink, metrics, fleet)
+    _add_idle_expiry(app, settings, name, tables, step, sessions, sink, metrics, fleet)
     return table
+
+
+class _Tables:
+    """A normalize agent's two tables: session states, and their items' spooled chunks."""
+
+    def __init__(self, sessions: Any, items: Any):
+        self.sessions = sessions
+        self.items = items
+
+    def spool(self) -> BatchSpool:
+        data = self.items.data
+        return BatchSpool(lambda key: data.get(key))
 
 
 class OutputProducer:
@@ -300,21 +316,14 @@ def _outputs(out: Output, key: bytes | None, partition: int, ts_ms: int | None
             yield topic, value, key, partition, ts_ms
 
 
-async def _store(sink: OutputProducer, table: Any,
-                 entries: list[tuple[bytes, int, bytes | None, Any]], agent: str) -> None:
-    """Write each (key, partition, value, last record) to the table's local store (None
-    deletes), then deliver their changelog records (None: a tombstone), each in the
-    changelog partition of the records it came from, and wait for them, as Faust does
-    before it commits the offsets of the records they came from; then note each
-    partition's last offset as persisted (what Faust's own changelog callback does: the
-    RocksDB store recovers from there). The last record names the partition whose
-    RocksDB database the entry goes to (pipeline.tables).
+Entry = tuple[bytes, int, bytes | None, Any]  # key, partition, value (None: delete), record
 
-    The session tables' changelogs go through the output producer, in record batches,
-    instead of Faust's producer (which on the embedded broker must send every record in
-    a batch of its own): measured, that producer was an eighth of the worker's time."""
-    if not entries:
-        return
+
+def _write_local(table: Any, entries: list[Entry]) -> list[Record]:
+    """Write each (key, partition, value, last record) to the table's local store (None
+    deletes); their changelog records (None: a tombstone), each in the changelog
+    partition of the records it came from. The last record names the partition whose
+    RocksDB database the entry goes to (pipeline.tables)."""
     for key, _, value, event in entries:
         if value is None:
             table.data.pop(key, None)
@@ -323,16 +332,38 @@ async def _store(sink: OutputProducer, table: Any,
                 acting_for(event)
             table.data[key] = value
     topic = table.changelog_topic.get_topic_name()
-    ends = await sink.publish([(topic, value, key, partition, None)
-                               for key, partition, value, _ in entries],
-                              f"{agent}.changelog",
+    return [(topic, value, key, partition, None) for key, partition, value, _ in entries]
+
+
+def _persisted(tables: Sequence[Any], ends: dict[tuple[str, int], int]) -> None:
+    """Note each changelog partition's last delivered offset as persisted (what Faust's
+    own changelog callback does: the RocksDB store recovers from there)."""
+    for table in tables:
+        topic = table.changelog_topic.get_topic_name()
+        for (name, partition), offset in ends.items():
+            if name == topic:
+                table.data.set_persisted_offset(TP(name, partition), offset)
+
+
+async def _store(sink: OutputProducer, table: Any, entries: list[Entry], agent: str,
+                 before: list[Record] | None = None) -> None:
+    """Write `entries` to `table` and deliver their changelog records (after `before`,
+    records of other tables delivered in the same call), and wait for them, as Faust
+    does before it commits the offsets of the records they came from.
+
+    The session tables' changelogs go through the output producer, in record batches,
+    instead of Faust's producer (which on the embedded broker must send every record in
+    a batch of its own): measured, that producer was an eighth of the worker's time."""
+    records = (before or []) + _write_local(table, entries)
+    if not records:
+        return
+    ends = await sink.publish(records, f"{agent}.changelog",
                               exact_ends=sink.settings.producer_max_batch_size == 1)
-    for (name, partition), offset in ends.items():
-        table.data.set_persisted_offset(TP(name, partition), offset)
+    _persisted([table], ends)
 
 
 def _add_batched_agent(app: faust.App, settings: Settings, name: str, source: faust.TopicT,
-                       table: Any, step: Normalizer, sink: OutputProducer,
+                       tables: _Tables, step: Normalizer, sink: OutputProducer,
                        metrics: WorkerMetrics, fleet: FleetStage | None) -> _Sessions:
     """The normalize agent of one raw topic: `step` over batches of records.
 
@@ -346,9 +377,15 @@ def _add_batched_agent(app: faust.App, settings: Settings, name: str, source: fa
     record, in the changelog partition of the records it came from (STATE NEVER AHEAD
     OF WHAT WAS PUBLISHED: see pipeline.normalize), is counted by the fleet stage, and
     is counted in the metrics, before Faust acknowledges it.
+
+    The items' spooled chunks (pipeline.normalize.BatchSpool) are delivered with the
+    batch's output, so a stored state never names a chunk that is not stored; the
+    chunks the batch dropped are deleted after the states, so a state that is not
+    stored yet never names a chunk already gone.
     """
     sessions = _Sessions()
     provider = step.provider
+    table = tables.sessions
 
     async def run(stream: faust.StreamT) -> None:
         batches = stream.take_events(settings.batch_max, settings.batch_within)
@@ -371,11 +408,13 @@ def _add_batched_agent(app: faust.App, settings: Settings, name: str, source: fa
         counted: list[Counted] = []
         stamps: list[float] = []
         lines = 0
+        spool = tables.spool()
         for event in events:
             msg, key, value = event.message, event.key, event.value
             ts = msg.timestamp
             ts_ms = int(ts * 1000) if ts else None
             partition = msg.partition
+            spool.at(partition, event)
             try:
                 if key is not None and key not in states:
                     acting_for(event)  # the RocksDB store reads this record's partition
@@ -383,7 +422,7 @@ def _add_batched_agent(app: faust.App, settings: Settings, name: str, source: fa
                           ) if key is not None else None
                 out = step.process(stored, key, value, partition=partition,
                                    offset=msg.offset, timestamp_ms=ts_ms,
-                                   headers=event.headers)
+                                   headers=event.headers, spool=spool)
             except Exception as e:  # a bug must not stop the worker: keep the record
                 log.exception("%s failed on %s[%s]@%s", name, msg.topic, partition,
                               msg.offset)
@@ -400,11 +439,14 @@ def _add_batched_agent(app: faust.App, settings: Settings, name: str, source: fa
             if ts:
                 stamps.append(ts)
         t1 = time.perf_counter()
-        if items:
-            await sink.publish(items, name)
+        chunks = _write_local(tables.items, spool.entries(drops=False))
+        if items or chunks:
+            _persisted([tables.items], await sink.publish(
+                items + chunks, name, exact_ends=sink.settings.producer_max_batch_size == 1))
         t2 = time.perf_counter()
         await _store(sink, table, [(key, partition, state, last)
                                    for key, (partition, state, last) in states.items()], name)
+        await _store(sink, tables.items, spool.entries(drops=True), name)
         now = time.monotonic()
         for key, (_, state, _) in states.items():
             if state is None:
@@ -423,7 +465,7 @@ def _add_batched_agent(app: faust.App, settings: Settings, name: str, source: fa
     return sessions
 
 
-def _add_idle_expiry(app: faust.App, settings: Settings, name: str, table: Any,
+def _add_idle_expiry(app: faust.App, settings: Settings, name: str, tables: _Tables,
                      step: Normalizer, sessions: _Sessions, sink: OutputProducer,
                      metrics: WorkerMetrics, fleet: FleetStage | None) -> None:
     """Close sessions without a record for settings.idle_timeout seconds, so that no
@@ -432,6 +474,8 @@ def _add_idle_expiry(app: faust.App, settings: Settings, name: str, table: Any,
     Idleness is measured on this worker's clock since the session's last record here;
     a session this worker only recovered from the changelog counts from the first
     scan that sees it."""
+
+    table = tables.sessions
 
     async def scan() -> None:
         now = time.monotonic()
@@ -453,15 +497,18 @@ def _add_idle_expiry(app: faust.App, settings: Settings, name: str, table: Any,
             items: list[Item] = []
             counted: list[Counted] = []
             stand_ins: dict[int, Any] = {}
+            drops: list[Entry] = []
             for key in idle:
                 stored = table.data.get(key)
                 if stored is None:
                     continue
+                spool = tables.spool()  # its chunks live on the session's partition
                 try:
-                    partition, out = step.expire(stored, key, now_ms=now_ms)
+                    partition, out = step.expire(stored, key, now_ms=now_ms, spool=spool)
                 except Exception:  # an unreadable state is left alone, and said so
                     log.exception("%s: cannot close idle session %r", name, key)
                     continue
+                drops.extend((k, partition, None, None) for k, *_ in spool.entries(drops=True))
                 items.extend(_outputs(out, key, partition, now_ms))
                 if fleet is not None:
                     at = stand_ins.setdefault(partition, partition_stand_in(partition))
@@ -472,6 +519,7 @@ def _add_idle_expiry(app: faust.App, settings: Settings, name: str, table: Any,
                 await sink.publish(items, f"{name}.idle")
             await _store(sink, table, [(key, partition, None, None) for key, partition in closed],
                          f"{name}.idle")
+            await _store(sink, tables.items, drops, f"{name}.idle")
             for key, _ in closed:
                 sessions.last_seen.pop(key, None)
             if counted and fleet is not None:

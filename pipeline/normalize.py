@@ -19,8 +19,18 @@ from typing import Any, Generic, TypeVar
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from adapters import Line, Session, Translator, get, new_session, split_lines, translate_record
-from adapters.base import close_session
+from adapters import (
+    Line,
+    MemorySpool,
+    Session,
+    Spool,
+    Translator,
+    get,
+    new_session,
+    split_lines,
+    translate_record,
+)
+from adapters.base import DEFAULT_ITEM_CAP, close_session
 from adapters.chat import ChatState, project_next
 from pipeline.redact import Redactor
 from topics.catalog import raw_topic
@@ -51,6 +61,45 @@ class SessionEntry(msgspec.Struct, Generic[S], array_like=True, frozen=True):
 
     session: Session[S]
     chat: Session[ChatState] | None = None
+
+
+class BatchSpool:
+    """The conversation core's Spool over a table (`items.<provider>`, keyed by session,
+    stream and chunk number) for one batch of records: reads see the batch's own
+    writes, which are kept here until the batch is delivered and then stored (`puts`
+    with the batch's output, before the states that refer to them; `drops` after).
+
+    `at(partition, record)` names the record the next writes belong to: a session's
+    chunks live on its partition."""
+
+    def __init__(self, get: Any = None):
+        self._get = get or (lambda key: None)
+        self.writes: dict[bytes, tuple[bytes | None, int, Any]] = {}
+        self._partition, self._record = -1, None
+
+    def at(self, partition: int, record: Any) -> None:
+        self._partition, self._record = partition, record
+
+    @staticmethod
+    def key(session: str, key: str, n: int) -> bytes:
+        return f"{session}\x00{key}\x00{n}".encode("utf-8", "surrogatepass")
+
+    def get(self, session: str, key: str, n: int) -> str | None:
+        k = self.key(session, key, n)
+        written = self.writes.get(k)
+        value = written[0] if written is not None else self._get(k)
+        return None if value is None else value.decode("utf-8", "surrogatepass")
+
+    def put(self, session: str, key: str, n: int, data: str | None) -> None:
+        value = None if data is None else data.encode("utf-8", "surrogatepass")
+        self.writes[self.key(session, key, n)] = (value, self._partition, self._record)
+
+    def entries(self, drops: bool) -> list[tuple[bytes, int, bytes | None, Any]]:
+        """The writes (drops=False) or the deletions (drops=True), as table entries
+        (key, partition, value or None, record)."""
+        return [(k, partition, value, record)
+                for k, (value, partition, record) in self.writes.items()
+                if (value is None) == drops]
 
 
 def parse_headers(headers: Any) -> tuple[Origin, int | None]:
@@ -86,7 +135,8 @@ class Normalizer:
 
     def __init__(self, provider: str, *, include_raw: bool = False,
                  max_record_bytes: int = 1024 * 1024, max_message_bytes: int | None = None,
-                 redactor: Redactor | None = None, chat: bool = True):
+                 redactor: Redactor | None = None, chat: bool = True,
+                 item_cap: int = DEFAULT_ITEM_CAP):
         self.provider = provider
         self.redactor = redactor if redactor is not None else Redactor.from_env()
         self._publish = self.redactor.publisher()
@@ -96,6 +146,7 @@ class Normalizer:
         self.max_record_bytes = max_record_bytes
         self.max_message_bytes = max_message_bytes  # of a dead letter; None: no bound
         self.chat = chat
+        self.item_cap = item_cap
         self._encode_state = msgspec.msgpack.Encoder().encode
         self._decode_state = msgspec.msgpack.Decoder(
             SessionEntry[self.translator.state_type]).decode  # type: ignore[name-defined]
@@ -105,22 +156,26 @@ class Normalizer:
             return SessionEntry(new_session(self.translator))
         return self._decode_state(stored)
 
-    def expire(self, stored: bytes, key: bytes, *, now_ms: int, reason: str = "idle"
-               ) -> tuple[int, Output]:
+    def expire(self, stored: bytes, key: bytes, *, now_ms: int, reason: str = "idle",
+               spool: Spool | None = None) -> tuple[int, Output]:
         """Close a stored session nobody continues: (its partition, the synthetic
-        closing events and their chat records, delete=True)."""
+        closing events and their chat records, delete=True); its spooled chunks are
+        dropped from `spool`."""
         entry = self._decode_state(stored)
         session = entry.session
+        spool = spool if spool is not None else MemorySpool()
         events = close_session(self.translator, session, key.decode("utf-8", "replace"),
-                               time_ms=now_ms, reason=reason)
+                               time_ms=now_ms, reason=reason, spool=spool)
         records, chat, dead, _ = self._published(events, entry.chat, key, session.partition,
-                                                 -1, "agent", now_ms)
+                                                 -1, "agent", now_ms, spool)
         return session.partition, Output(None, records, dead, delete=True, chat=chat)
 
     def process(self, stored: bytes | None, key: bytes | None, value: bytes | None, *,
                 partition: int, offset: int, timestamp_ms: int | None = None,
-                headers: Any = ()) -> Output:
-        """Translate one raw record. Never raises for bad input: it becomes dead letters."""
+                headers: Any = (), spool: Spool | None = None) -> Output:
+        """Translate one raw record. Never raises for bad input: it becomes dead letters.
+        The session's pending text and output are read from and written to `spool` (a
+        fresh MemorySpool when None: enough for a session in one record)."""
         origin, t = parse_headers(headers)
         time_ms = t if t is not None else timestamp_ms
 
@@ -148,13 +203,14 @@ class Normalizer:
                                           "StateError", value)])
         session = entry.session
         lines = [Line(data, origin, time_ms) for data in split_lines(value)]
+        spool = spool if spool is not None else MemorySpool()
         new, events, failures = translate_record(
             self.translator, session, session_id, lines, offset=offset, partition=partition,
-            include_raw=self.include_raw)
+            include_raw=self.include_raw, spool=spool, cap=self.item_cap)
         if new is session:
             return Output(None, [], [])
         records, chat, chat_dead, chat_state = self._published(
-            events, entry.chat, key, partition, offset, origin, time_ms)
+            events, entry.chat, key, partition, offset, origin, time_ms, spool)
         return Output(
             self._encode_state(SessionEntry(new, chat_state)),
             records,
@@ -165,7 +221,7 @@ class Normalizer:
 
     def _published(self, events: list[Any], chat_state: Session[ChatState] | None,
                    key: bytes, partition: int, offset: int, origin: Origin,
-                   time_ms: int | None
+                   time_ms: int | None, spool: Spool
                    ) -> tuple[list[bytes], list[bytes], list[bytes], Session[ChatState] | None]:
         """Encode (and redact) `events`, and project them onto the chat view: (canonical
         records, chat records, dead letters, the new chat state).
@@ -185,7 +241,7 @@ class Normalizer:
             if published is None:
                 continue
             try:
-                chat_state, out = project_next(chat_state, published)
+                chat_state, out = project_next(chat_state, published, spool)
             except Exception as error:  # a projection bug: keep the event, go on
                 log.exception("chat projection failed on %s seq %s", e.sessionId, e.seq)
                 dead.append(self._dead(key, partition, offset, origin, time_ms, str(error),

@@ -15,7 +15,7 @@ from typing import IO, Any, Literal
 
 import msgspec
 
-from adapters import Line, Session, Translator, get, new_session, translate_record
+from adapters import Line, MemorySpool, Session, Translator, get, new_session, translate_record
 from adapters.chat import ChatState, project_next
 from pipeline.redact import Redactor
 from topics.catalog import raw_topic
@@ -53,6 +53,7 @@ class Replayer:
         self.translator: Translator[Any] = get(provider)
         self.include_raw = include_raw
         self.sessions: dict[str, Session[Any]] = {}
+        self.spool = MemorySpool()  # the open items' pending text and output
         self.topic = raw_topic(provider) if provider else ""
 
     def feed(self, session_id: str, offset: int, raw: bytes, fmt: Format
@@ -67,7 +68,7 @@ class Replayer:
                                    f"not a capture line: {e}")]
         session, events, failures = translate_record(
             self.translator, session, session_id, [line], offset=offset,
-            include_raw=self.include_raw)
+            include_raw=self.include_raw, spool=self.spool)
         self.sessions[session_id] = session
         dead = [self._dead(session_id, offset, f.data, type(f.error).__name__, str(f.error),
                            origin=line.origin) for f in failures]
@@ -93,9 +94,11 @@ class ChatView:
 
     def __init__(self) -> None:
         self.sessions: dict[str, Session[ChatState]] = {}
+        self.spool = MemorySpool()
 
     def feed(self, event: Any) -> list[Any]:
-        session, records = project_next(self.sessions.pop(event.sessionId, None), event)
+        session, records = project_next(self.sessions.pop(event.sessionId, None), event,
+                                        self.spool)
         if session is not None:
             self.sessions[event.sessionId] = session
         return records

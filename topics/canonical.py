@@ -211,6 +211,11 @@ class ItemPayload(_Payload, frozen=True, kw_only=True):
     tool's input (a command execution always has `command`, and `cwd` when known);
     `output` is the whole tool output on completion; `text` the item's whole text on
     completion of a message or reasoning item; `data` the runtime's own item detail.
+    An output or text longer than the worker's per-item cap (CANONFLOW_ITEM_CAP, 8 MiB)
+    is cut in the middle: it keeps its start and its end around a line that says how
+    many characters were left out, `outputTruncated` (or `textTruncated`) is true and
+    `outputLength` (`textLength`) is the whole length in characters. The item's
+    `content.delta` events still carry every character.
     """
 
     itemType: ItemType
@@ -226,6 +231,10 @@ class ItemPayload(_Payload, frozen=True, kw_only=True):
     role: Literal["user", "assistant"] | UnsetType = UNSET
     phase: str | UnsetType = UNSET
     data: Any | UnsetType = UNSET
+    outputTruncated: bool | UnsetType = UNSET
+    outputLength: int | UnsetType = UNSET
+    textTruncated: bool | UnsetType = UNSET
+    textLength: int | UnsetType = UNSET
 
 
 class ContentDeltaPayload(_Payload, frozen=True, kw_only=True):

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any, Literal, Union
 
 import msgspec
-from msgspec import Struct
+from msgspec import UNSET, Struct, UnsetType
 
 
 class _Chat(Struct, frozen=True, kw_only=True, tag_field="type"):
@@ -26,20 +26,28 @@ class _Chat(Struct, frozen=True, kw_only=True, tag_field="type"):
 
 
 class ChatText(_Chat, tag="text", frozen=True, kw_only=True):
-    """New assistant text (`content`) and the message's text so far (`accumulated`)."""
+    """New assistant text (`content`) and the message's text so far (`accumulated`),
+    while the message is short (adapters.chat.ACCUMULATED_MAX, 2,048 characters). Past
+    that, `accumulated` is "" and `accumulated_length` (absent until then) is the
+    message's length so far: join the item's `content`s (gapless `seq`), or wait for
+    `done`, which carries the final answer whole."""
 
     content: str
     accumulated: str
     phase: str | None = None
     item_id: str | None = None
     parent_tool_use_id: str | None = None
+    accumulated_length: int | UnsetType = UNSET
 
 
 class ChatReasoning(_Chat, tag="reasoning", frozen=True, kw_only=True):
+    """Reasoning text: as ChatText."""
+
     content: str
     accumulated: str
     item_id: str | None = None
     parent_tool_use_id: str | None = None
+    accumulated_length: int | UnsetType = UNSET
 
 
 class ChatToolUse(_Chat, tag="tool_use", frozen=True, kw_only=True):

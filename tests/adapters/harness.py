@@ -17,7 +17,7 @@ from typing import Any
 
 import msgspec
 
-from adapters import Line, Session, get, new_session, translate_record
+from adapters import Line, MemorySpool, Session, get, new_session, translate_record
 from topics.canonical import encode_event
 from topics.records import capture_line_decoder
 
@@ -52,12 +52,12 @@ def _codec(provider: str) -> tuple[Any, Any]:
 
 
 def _feed(provider: str, session: Session[Any], lines: list[Line], start: int, sid: str,
-          include_raw: bool) -> tuple[Session[Any], list[bytes]]:
+          include_raw: bool, spool: MemorySpool) -> tuple[Session[Any], list[bytes]]:
     t = get(provider)
     out: list[bytes] = []
     for n, line in enumerate(lines, start):
         session, events, failures = translate_record(t, session, sid, [line], offset=n,
-                                                     include_raw=include_raw)
+                                                     include_raw=include_raw, spool=spool)
         assert not failures, f"line {n} failed: {failures[0].error}"
         out.extend(encode_event(e) for e in events)
     return session, out
@@ -65,26 +65,39 @@ def _feed(provider: str, session: Session[Any], lines: list[Line], start: int, s
 
 def run_whole(provider: str, lines: list[Line], sid: str = "s1",
               include_raw: bool = False) -> list[bytes]:
-    return _feed(provider, new_session(get(provider)), lines, 1, sid, include_raw)[1]
+    spool = MemorySpool()
+    session, out = _feed(provider, new_session(get(provider)), lines, 1, sid, include_raw, spool)
+    assert_spool_holds_open_streams_only(session, spool)
+    return out
 
 
 def run_record_by_record(provider: str, lines: list[Line], sid: str = "s1") -> list[bytes]:
     enc, dec = _codec(provider)
     session = new_session(get(provider))
+    spool = MemorySpool()
     out: list[bytes] = []
     for n, line in enumerate(lines, 1):
         session = dec.decode(enc.encode(session))
-        session, events = _feed(provider, session, [line], n, sid, False)
+        session, events = _feed(provider, session, [line], n, sid, False, spool)
         out.extend(events)
     return out
 
 
 def run_resumed(provider: str, lines: list[Line], cut: int, sid: str = "s1") -> list[bytes]:
     enc, dec = _codec(provider)
-    session, first = _feed(provider, new_session(get(provider)), lines[:cut], 1, sid, False)
+    spool = MemorySpool()
+    session, first = _feed(provider, new_session(get(provider)), lines[:cut], 1, sid, False,
+                           spool)
     saved = enc.encode(session)
-    session, rest = _feed(provider, dec.decode(saved), lines[cut:], cut + 1, sid, False)
+    session, rest = _feed(provider, dec.decode(saved), lines[cut:], cut + 1, sid, False, spool)
     return first + rest
+
+
+def assert_spool_holds_open_streams_only(session: Session[Any], spool: MemorySpool) -> None:
+    """The spool holds chunks of the streams still open, and nothing else: the
+    conversation core drops an item's chunks when it completes."""
+    left = {key for (_, key, _) in spool.chunks} - set(session.streams)
+    assert not left, f"chunks of closed streams left in the spool: {sorted(left)[:5]}"
 
 
 def assert_three_ways(provider: str, lines: list[Line], sid: str = "s1") -> list[bytes]:

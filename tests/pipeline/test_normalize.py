@@ -112,10 +112,10 @@ def test_chat_records_come_with_the_events_and_a_projection_bug_loses_no_event(m
 
     real = normalize.project_next
 
-    def broken(session, event):
+    def broken(session, event, spool=None):
         if isinstance(event, ItemCompleted):
             raise RuntimeError("projection bug")
-        return real(session, event)
+        return real(session, event, spool)
 
     monkeypatch.setattr(normalize, "project_next", broken)
     out = Normalizer("codex-exec").process(None, b"s1", b"\n".join(lines), partition=0,

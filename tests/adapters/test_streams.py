@@ -1,0 +1,124 @@
+"""The conversation core's streams (adapters.base.Emitter, "Streams"): lengths and a
+digest in the session, the bytes in a spool, a cap with a head and a moving tail."""
+
+from __future__ import annotations
+
+import random
+
+import msgspec
+import pytest
+
+from adapters import MemorySpool, Session
+from adapters.base import Emitter
+from adapters.contract import Stream
+
+
+def emitter(spool: MemorySpool, streams: dict[str, Stream] | None = None, cap: int = 1 << 20
+            ) -> Emitter:
+    return Emitter("codex", "s1", 0, 0, False, "test", 0, streams, spool, cap)
+
+
+def record(spool: MemorySpool, streams: dict[str, Stream], *texts: str, cap: int = 1 << 20
+           ) -> dict[str, Stream]:
+    """One record that appends `texts` to item i1's output; the streams after it, as
+    the session stores them (encoded and decoded)."""
+    out = emitter(spool, streams, cap)
+    for t in texts:
+        out.append("i1", "out", t)
+    out._flush()
+    return msgspec.msgpack.decode(msgspec.msgpack.encode(out.streams), type=dict[str, Stream])
+
+
+def test_rest_is_the_part_of_a_final_text_not_carried_yet() -> None:
+    out = emitter(MemorySpool())
+    assert out.rest("i1", "text", "Hello") == "Hello"  # nothing streamed: all of it
+    out.append("i1", "text", "He", spool=False)
+    out.append("i1", "text", "l", spool=False)
+    assert out.streamed("i1", "text") == 3
+    assert out.rest("i1", "text", "Hello") == "lo"
+    assert out.rest("i1", "text", "Hel") == ""
+    assert out.rest("i1", "text", "Help!") == "p!"
+    assert out.rest("i1", "text", "Hex, no") == ""  # diverged: never twice
+    assert out.rest("i1", "text", "H") == ""  # shorter
+    assert out.extends("i1", "text", "Hello") and not out.extends("i1", "text", "Hi")
+
+
+def test_the_digest_tells_non_ascii_and_equal_length_texts_apart() -> None:
+    out = emitter(MemorySpool())
+    out.append("i1", "t", "é🙂", spool=False)
+    assert out.rest("i1", "t", "é🙂!") == "!"
+    assert out.rest("i1", "t", "e🙂!") == ""
+    assert out.rest("i1", "t", "é🙃!") == ""
+
+
+def test_a_spooled_stream_is_read_back_whole_across_records_and_dropped() -> None:
+    spool = MemorySpool()
+    streams = record(spool, {}, "a", "b")  # one record: one chunk
+    assert len(spool) == 1
+    streams = record(spool, streams, "c")
+    streams = record(spool, streams, "d", "e")
+    assert len(spool) == 3
+    out = emitter(spool, streams)
+    got = out.take("i1", "out")
+    assert got is not None and (got.text, got.length, got.truncated) == ("abcde", 5, False)
+    out._flush()
+    assert len(spool) == 0 and out.streams == {}
+
+
+def test_the_session_value_does_not_grow_with_the_stream() -> None:
+    spool = MemorySpool()
+    streams: dict[str, Stream] = {}
+    sizes = []
+    for _ in range(200):
+        streams = record(spool, streams, "x" * 1000)
+        sizes.append(len(msgspec.msgpack.encode(Session(state=0, streams=streams))))
+    assert max(sizes) < 80, sizes[-1]
+
+
+def test_past_the_cap_the_output_keeps_its_head_and_tail_and_says_what_was_cut() -> None:
+    spool = MemorySpool()
+    streams: dict[str, Stream] = {}
+    chunks = [f"{i:04d}" + "-" * 96 for i in range(100)]  # 100 bytes each, 10,000 in all
+    for c in chunks:
+        streams = record(spool, streams, c, cap=2000)
+    assert len(spool) <= 2000 // 100 + 2  # the middle chunks were dropped as it went
+    got = emitter(spool, streams, cap=2000).take("i1", "out")
+    assert got is not None and got.truncated and got.length == 10_000
+    head, _, tail = got.text.partition("\n[canonflow: ")
+    assert head == "".join(chunks[:10])  # half the cap
+    cut, _, tail = tail.partition(" characters left out]\n")
+    assert "".join(chunks).endswith(tail) and 500 <= len(tail) <= 1000
+    assert int(cut) == 10_000 - len(head) - len(tail)
+
+
+def test_a_failed_line_leaves_the_streams_and_spool_as_they_were() -> None:
+    spool = MemorySpool()
+    streams = record(spool, {}, "kept")
+    out = emitter(spool, streams)
+    out._begin_line()
+    out.append("i1", "out", "+fine")
+    out._begin_line()
+    out.append("i1", "out", "+lost")
+    out.append("i2", "text", "lost too")
+    out.drop("i1", "out")
+    out._rollback()
+    assert out.streamed("i2", "text") == -1
+    got = out.whole("i1", "out")
+    assert got is not None and got.text == "kept+fine"
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_random_appends_in_random_records_read_back_exactly(seed: int) -> None:
+    rng = random.Random(seed)
+    spool = MemorySpool()
+    streams: dict[str, Stream] = {}
+    text = ""
+    for _ in range(rng.randrange(1, 40)):
+        parts = ["".join(rng.choice("ab é\n🙂") for _ in range(rng.randrange(0, 9)))
+                 for _ in range(rng.randrange(1, 4))]
+        text += "".join(parts)
+        streams = record(spool, streams, *parts)
+    out = emitter(spool, streams)
+    assert out.rest("i1", "out", text + "!") == "!"
+    got = out.take("i1", "out")
+    assert got is not None and got.text == text
