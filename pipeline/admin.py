@@ -7,7 +7,7 @@ from typing import Any
 from msgspec import Struct
 
 from pipeline.settings import Settings
-from topics.catalog import CATALOG, TopicSpec
+from topics.catalog import CATALOG, TopicSpec, changelog_topics
 
 
 class Drift(Struct, frozen=True):
@@ -40,8 +40,10 @@ def kafka_client_kwargs(settings: Settings) -> dict[str, Any]:
 
 
 def wanted(settings: Settings) -> list[TopicSpec]:
-    """The catalog topics this deployment uses (raw topics of configured providers only)."""
-    return [t for t in CATALOG if t.provider is None or t.provider in settings.providers]
+    """The catalog topics this deployment uses (raw topics of configured providers only)
+    and its workers' table changelogs."""
+    return [t for t in CATALOG if t.provider is None or t.provider in settings.providers] \
+        + changelog_topics(settings.app_id, settings.providers)
 
 
 def partitions_of(spec: TopicSpec, settings: Settings) -> int:

@@ -25,13 +25,15 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import faust
+from aiokafka.errors import KafkaError
 from faust.types import TP
+from msgspec import UNSET
 
 from pipeline.fleet import Counted, FleetStage, add_fleet
 from pipeline.metrics import Item, WorkerMetrics
-from pipeline.normalize import BatchSpool, Normalizer, Output, internal_error
+from pipeline.normalize import BatchSpool, Normalizer, Output, dead_letter_bytes, internal_error
 from pipeline.settings import Settings
-from pipeline.tables import TableManager, acting_for, partition_stand_in
+from pipeline.tables import TableManager, acting_for, add_table, partition_stand_in
 from pipeline.web import Health, install_web
 from topics.catalog import (
     CANONICAL_TOPIC,
@@ -40,6 +42,7 @@ from topics.catalog import (
     EVENT_MAX_MESSAGE_BYTES,
     raw_topic,
 )
+from topics.records import DeadLetter
 
 log = logging.getLogger("canonflow")
 
@@ -133,11 +136,9 @@ def _add_normalizer(app: faust.App, settings: Settings, provider: str,
                     fleet: FleetStage | None) -> Any:
     source = app.topic(raw_topic(provider), key_serializer="raw", value_serializer="raw",
                        partitions=settings.partitions)
-    table = app.Table(f"sessions.{provider}", partitions=settings.partitions,
-                      key_type=bytes, value_type=bytes, default=None)
+    table = add_table(app, settings, f"sessions.{provider}")
     # the open items' pending text and output, chunk by chunk (pipeline.normalize.BatchSpool)
-    items = app.Table(f"items.{provider}", partitions=settings.partitions,
-                      key_type=bytes, value_type=bytes, default=None)
+    items = add_table(app, settings, f"items.{provider}")
     step = Normalizer(provider, include_raw=settings.include_raw,
                       max_record_bytes=settings.max_record_bytes,
                       max_message_bytes=settings.max_message_bytes,
@@ -227,9 +228,17 @@ class OutputProducer:
         again, in order, after a backoff (doubling up to RETRY_MAX_SECONDS), until all
         are delivered. Records that were delivered before the failure may be delivered
         twice; their eventIds are the same, so consumers drop the copies. Returns only
-        when everything is delivered; raises only CancelledError (the worker stops)."""
+        when everything is delivered; raises only CancelledError (the worker stops).
+
+        A refusal that no retry can change (`refusal`: a record too large for the topic,
+        a topic not authorised or not there after UNKNOWN_TOPIC_SECONDS) is not sent
+        again: each refused record goes to agents.deadletter with the reason (cut to the
+        dead-letter limit; one refused there is logged and dropped), the partition moves
+        on, and /health and canonflow_output_refused_total say so."""
         pending: Sequence[Record] = items
         delay = RETRY_FIRST_SECONDS
+        started = time.monotonic()
+        alone: set[int] = set()  # ids of records to send in a batch of their own
         ends: dict[tuple[str, int], int] = {}
         while True:
             sent: list[tuple[tuple[str, int], Any, list[int]]] = []
@@ -237,13 +246,24 @@ class OutputProducer:
             error: BaseException | None = None
             try:
                 producer = await self.get()
-                await self._send(producer, pending, sent, unsent, exact_ends)
+                await self._send(producer, pending, sent, unsent, exact_ends, alone)
             except Exception as e:  # no metadata in time, buffer full past the timeout, ...
                 error = e
             results = await asyncio.gather(*(f for _, f, _ in sent), return_exceptions=True)
             failed: set[tuple[str, int]] = set()
             again: list[int] = list(unsent)
+            refused: list[tuple[Record, BaseException]] = []
             for (tp, _, members), result in zip(sent, results, strict=True):
+                if tp not in failed and isinstance(result, BaseException) and refusal(
+                        result, time.monotonic() - started):
+                    if len(members) == 1:
+                        refused.append((pending[members[0]], result))
+                        continue
+                    # the cluster refuses a batch whole: send its records one per batch,
+                    # so that only the one it cannot take is refused
+                    alone.update(id(pending[i]) for i in members)
+                    result = KafkaError(f"a batch of {len(members)} records was refused "
+                                        f"({type(result).__name__}); sent again one by one")
                 if tp in failed or isinstance(result, BaseException):
                     if tp not in failed and error is None:
                         error = result  # type: ignore[assignment]
@@ -251,6 +271,8 @@ class OutputProducer:
                     again += members
                 elif result is not None:  # RecordMetadata of the batch: its first offset
                     ends[tp] = result.offset + len(members) - 1
+            if refused:
+                await self._refused(refused, agent)
             if error is None:
                 self.health.send_ok(agent)
                 return ends
@@ -262,39 +284,88 @@ class OutputProducer:
             await asyncio.sleep(delay)
             delay = min(delay * 2, RETRY_MAX_SECONDS)
 
+    async def _refused(self, refused: list[tuple[Record, BaseException]], agent: str) -> None:
+        """Dead-letter the records the cluster refused for good (see publish)."""
+        letters: list[Record] = []
+        for (topic, value, key, partition, ts), error in refused:
+            name = type(error).__name__
+            self.metrics.send_refused([topic], name)
+            log.error("%s: %s refused a record of %d bytes for good (%s: %s); it goes to %s",
+                      agent, topic, len(value or b""), name, error, DEADLETTER_TOPIC)
+            if topic == DEADLETTER_TOPIC:
+                continue  # nowhere left to keep it: logged and counted
+            letter = DeadLetter(
+                topic=topic, partition=partition, offset=-1, provider="canonflow",
+                key=key.decode("utf-8", "replace") if key is not None else None,
+                errorClass=f"Refused.{name}",
+                reason=f"{topic} refused this output record for good: {name}: {error}",
+                value=value or b"", timestampMs=ts if ts is not None else UNSET)
+            letters.append((DEADLETTER_TOPIC, dead_letter_bytes(
+                letter, self.settings.max_message_bytes), key, partition, ts))
+        self.health.send_refused(len(refused), refused[-1][1])
+        if letters:
+            await self.publish(letters, f"{agent}.refused")
+
     @staticmethod
     async def _send(producer: Any, items: Sequence[Record],
                     sent: list[tuple[tuple[str, int], Any, list[int]]],
-                    unsent: list[int], exact_ends: bool) -> None:
+                    unsent: list[int], exact_ends: bool, alone: set[int] | None = None
+                    ) -> None:
         """Queue `items` as record batches, one or more per topic partition, in order
-        (with `exact_ends`, each partition's last record alone in the last one).
+        (with `exact_ends`, each partition's last record alone in the last one; the
+        records whose id is in `alone` each in a batch of its own).
         Appends (topic partition, delivery future, item indexes) to `sent` per batch
         queued; the indexes of items not queued when a send raises go to `unsent`."""
         groups: dict[tuple[str, int], list[int]] = {}
         for i, item in enumerate(items):
             groups.setdefault((item[0], item[3]), []).append(i)
         queued: set[int] = set()
+
+        async def flush(tp: tuple[str, int], batch: Any, members: list[int]) -> None:
+            future = await producer.send_batch(batch, tp[0], partition=tp[1])
+            sent.append((tp, future, members))
+            queued.update(members)
+
         try:
             for tp, indexes in groups.items():
-                topic, partition = tp
                 batch, members = producer.create_batch(), list[int]()
                 last = indexes[-1] if exact_ends and len(indexes) > 1 else None
                 for i in indexes:
                     _, value, key, _, ts = items[i]
-                    if i == last or batch.append(key=key, value=value,
-                                                 timestamp=ts) is None:  # full
-                        future = await producer.send_batch(batch, topic, partition=partition)
-                        sent.append((tp, future, members))
-                        queued.update(members)
+                    single = bool(alone) and id(items[i]) in alone  # type: ignore[operator]
+                    if members and (single or i == last):
+                        await flush(tp, batch, members)
+                        batch, members = producer.create_batch(), []
+                    if batch.append(key=key, value=value, timestamp=ts) is None:  # full
+                        await flush(tp, batch, members)
                         batch, members = producer.create_batch(), []
                         batch.append(key=key, value=value, timestamp=ts)
                     members.append(i)
-                future = await producer.send_batch(batch, topic, partition=partition)
-                sent.append((tp, future, members))
-                queued.update(members)
+                    if single:  # and nothing after it in the same batch
+                        await flush(tp, batch, members)
+                        batch, members = producer.create_batch(), []
+                if members:
+                    await flush(tp, batch, members)
         except BaseException:
             unsent.extend(i for i in range(len(items)) if i not in queued)
             raise
+
+
+#: Seconds an unknown topic or partition is waited for (it may be being created) before
+#: its records count as refused.
+UNKNOWN_TOPIC_SECONDS = 60.0
+_REFUSALS = ("MessageSizeTooLargeError", "RecordTooLargeError", "RecordListTooLargeError",
+             "TopicAuthorizationFailedError", "ClusterAuthorizationFailedError",
+             "InvalidTopicError", "PolicyViolationError", "CorruptRecordException",
+             "InvalidRecordError")
+
+
+def refusal(error: BaseException, waited: float) -> bool:
+    """Is `error` a refusal that sending the same record again cannot change?"""
+    name = type(error).__name__
+    if name == "UnknownTopicOrPartitionError":
+        return waited >= UNKNOWN_TOPIC_SECONDS
+    return name in _REFUSALS
 
 
 class _Sessions:

@@ -59,7 +59,7 @@ from pipeline.metrics import (
     event_type,
 )
 from pipeline.settings import Settings
-from pipeline.tables import acting_for
+from pipeline.tables import acting_for, add_table
 from topics.canonical import TOOL_ITEM_TYPES
 from topics.catalog import METRICS_TOPIC
 from topics.metrics import FLEET_SCHEMA_VERSION, FleetMetrics, WindowKind, encode_fleet_metrics
@@ -651,10 +651,8 @@ def add_fleet(app: Any, settings: Settings, metrics: WorkerMetrics,
     stage = FleetStage(settings, metrics.registry, metrics)
     app.topic(METRICS_TOPIC, key_serializer="raw", value_serializer="raw",
               partitions=settings.partitions)
-    stage.windows = app.Table("fleet.windows", partitions=settings.partitions,
-                              key_type=bytes, value_type=bytes, default=None)
-    stage.sessions = app.Table("fleet.sessions", partitions=settings.partitions,
-                               key_type=bytes, value_type=bytes, default=None)
+    stage.windows = add_table(app, settings, "fleet.windows")
+    stage.sessions = add_table(app, settings, "fleet.sessions")
     stage.windows.on_recover(stage.on_recover)
 
     async def publish_windows() -> None:

@@ -7,10 +7,11 @@ cleanup policy and retention are written down; `deploy/k8s/topics.yaml` is this
 module's output, committed, and a test keeps it current.
 
 Every catalog topic gets the deployment's one partition count (the topics are
-co-partitioned, see topics/catalog.py). The Faust table changelogs
-(`<app id>-sessions.<provider>-changelog`, `<app id>-chat-changelog`) and Faust's
-`<app id>-__assignor-__leader` topic are not in the catalog: the worker declares
-them itself, as it does on any cluster.
+co-partitioned, see topics/catalog.py). The workers' table changelogs
+(`canonflow-sessions.<provider>-changelog`, `canonflow-items.<provider>-changelog`, the
+fleet tables'; topics.catalog.changelog_topics, for the default app id) are declared here
+too, with the same configuration the worker gives them (compacted, an explicit
+max.message.bytes). Faust's `<app id>-__assignor-__leader` topic is left to the worker.
 
 The YAML is written here by hand (no YAML library at run time): a string is plain
 when it cannot be read as anything else (a number, a boolean, null), otherwise a
@@ -24,11 +25,13 @@ import re
 
 import click
 
-from topics.catalog import CATALOG, TopicSpec
+from topics.catalog import CATALOG, TopicSpec, changelog_topics
 
 STRIMZI_API_VERSION = "kafka.strimzi.io/v1beta2"
 #: The name of the Strimzi `Kafka` resource the topics belong to, unless told.
 DEFAULT_CLUSTER = "canonflow"
+#: The workers' app id (CANONFLOW_APP_ID) whose table changelogs the manifests declare.
+DEFAULT_APP_ID = "canonflow"
 
 # A Kubernetes object name: an RFC 1123 DNS subdomain (lowercase alphanumerics,
 # '-' and '.', alphanumeric at both ends, at most 253 characters).
@@ -66,7 +69,7 @@ def strimzi_topics(partitions: int, replication: int, cluster: str) -> list[dict
         raise ValueError(f"cluster {cluster!r} is not a valid Kubernetes label value")
     resources: list[dict[str, object]] = []
     seen: dict[str, str] = {}
-    for spec in CATALOG:
+    for spec in (*CATALOG, *changelog_topics(DEFAULT_APP_ID)):
         name = resource_name(spec.name)
         if name in seen:
             raise ValueError(f"topics {seen[name]!r} and {spec.name!r} both map to {name!r}")

@@ -277,6 +277,11 @@ class WorkerMetrics:
             "canonflow_output_send_retries_total",
             "Times an agent re-sent a batch's undelivered output after a delivery error.",
             ["agent"]))
+        self.refused = r.add(Counter(
+            "canonflow_output_refused_total",
+            "Output records the cluster refused for good (too large, not authorised, no such "
+            "topic): dead-lettered instead of sent again, by topic and error.",
+            ["topic", "error"]))
         self.idle_closed = r.add(Counter(
             "canonflow_idle_sessions_closed_total",
             "Sessions closed by the idle scan (synthetic closing events, state removed).",
@@ -390,6 +395,10 @@ class WorkerMetrics:
         turns = self.turns_open.get(provider)
         if turns:
             turns.intersection_update(live)
+
+    def send_refused(self, topics: Iterable[str], error: str) -> None:
+        for topic in topics:
+            self.refused.inc((topic, error))
 
     def send_failed(self, agent: str, topics: Iterable[str]) -> None:
         for topic in topics:

@@ -33,8 +33,14 @@ from adapters import (
 from adapters.base import DEFAULT_ITEM_CAP, close_session
 from adapters.chat import ChatState, project_next
 from pipeline.redact import Redactor
-from topics.catalog import raw_topic
-from topics.chat import encode_chat
+from topics.canonical import (
+    RuntimeWarningEvent,
+    RuntimeWarningPayload,
+    decode_event,
+    encode_event,
+)
+from topics.catalog import EVENT_MAX_MESSAGE_BYTES, raw_topic
+from topics.chat import ChatError, encode_chat
 from topics.records import HEADER_ORIGIN, HEADER_TIME, DeadLetter, Origin, encode_deadletter
 
 log = logging.getLogger(__name__)
@@ -136,7 +142,8 @@ class Normalizer:
     def __init__(self, provider: str, *, include_raw: bool = False,
                  max_record_bytes: int = 1024 * 1024, max_message_bytes: int | None = None,
                  redactor: Redactor | None = None, chat: bool = True,
-                 item_cap: int = DEFAULT_ITEM_CAP):
+                 item_cap: int = DEFAULT_ITEM_CAP,
+                 max_event_bytes: int = EVENT_MAX_MESSAGE_BYTES):
         self.provider = provider
         self.redactor = redactor if redactor is not None else Redactor.from_env()
         self._publish = self.redactor.publisher()
@@ -147,6 +154,7 @@ class Normalizer:
         self.max_message_bytes = max_message_bytes  # of a dead letter; None: no bound
         self.chat = chat
         self.item_cap = item_cap
+        self.max_event_bytes = max_event_bytes  # of a canonical event or chat record
         self._encode_state = msgspec.msgpack.Encoder().encode
         self._decode_state = msgspec.msgpack.Decoder(
             SessionEntry[self.translator.state_type]).decode  # type: ignore[name-defined]
@@ -230,13 +238,15 @@ class Normalizer:
         that event's chat records only; the canonical events are published all the same
         and the dead letter keeps the event."""
         publish = self._publish
+        dead: list[bytes] = []
         if not self.chat:
-            return [publish(e)[0] for e in events], [], [], None
+            return [self._fitting(publish(e), key, partition, offset, origin, time_ms, dead)[0]
+                    for e in events], [], dead, None
         records: list[bytes] = []
         chat: list[bytes] = []
-        dead: list[bytes] = []
         for e in events:
-            data, published = publish(e)
+            data, published = self._fitting(publish(e), key, partition, offset, origin,
+                                            time_ms, dead)
             records.append(data)
             if published is None:
                 continue
@@ -247,8 +257,41 @@ class Normalizer:
                 dead.append(self._dead(key, partition, offset, origin, time_ms, str(error),
                                        f"InternalError.chat.{type(error).__name__}", data))
                 continue
-            chat.extend(encode_chat(r) for r in out)
+            for r in out:
+                encoded = encode_chat(r)
+                if len(encoded) > self.max_event_bytes:
+                    dead.append(self._dead(key, partition, offset, origin, time_ms,
+                                           _too_large(len(encoded), self.max_event_bytes),
+                                           "OversizedChatRecord", encoded))
+                    encoded = encode_chat(ChatError(
+                        session_id=r.session_id, provider=r.provider, seq=r.seq,
+                        event_id=r.event_id, source_event_id=r.source_event_id,
+                        turn_id=r.turn_id, error_class="OversizedChatRecord",
+                        message=f"a {r.__struct_config__.tag} record of {len(encoded)} bytes "
+                                "was too large for agents.chat: it is in agents.deadletter"))
+                chat.append(encoded)
         return records, chat, dead, chat_state
+
+    def _fitting(self, published: tuple[bytes, Any], key: bytes, partition: int, offset: int,
+                 origin: Origin, time_ms: int | None, dead: list[bytes]) -> tuple[bytes, Any]:
+        """A published event that fits agents.canonical (max_event_bytes), else a
+        runtime.warning in its place (same envelope: its seq stays gapless, its eventId
+        stays deterministic) and the event itself dead-lettered: a record the cluster
+        refuses would hold up its partition."""
+        data, event = published
+        if len(data) <= self.max_event_bytes:
+            return published
+        original = decode_event(data)
+        dead.append(self._dead(key, partition, offset, origin, time_ms,
+                               _too_large(len(data), self.max_event_bytes),
+                               "OversizedEvent", data))
+        fields = {f: getattr(original, f) for f in _ENVELOPE}
+        warning = RuntimeWarningEvent(**fields, payload=RuntimeWarningPayload(
+            message=f"a {original.__struct_config__.tag} event of {len(data)} bytes was too "
+                    "large for agents.canonical: it is in agents.deadletter",
+            detail={"eventType": original.__struct_config__.tag, "bytes": len(data),
+                    "limit": self.max_event_bytes}))
+        return encode_event(warning), warning
 
     def _dead(self, key: bytes | None, partition: int, offset: int,
               origin: Origin | UnsetType, time_ms: int | None, reason: str, cls: str, data: bytes,
@@ -259,11 +302,23 @@ class Normalizer:
             errorClass=cls, reason=reason, value=data,
             line=line if line is not None else UNSET, origin=origin,
             timestampMs=time_ms if time_ms is not None else UNSET)
-        encoded = encode_deadletter(letter)
-        limit = self.max_message_bytes
-        if limit is None or len(encoded) <= limit:
-            return encoded
-        return encode_deadletter(_cut(letter, limit))
+        return dead_letter_bytes(letter, self.max_message_bytes)
+
+
+_ENVELOPE = ("schemaVersion", "eventId", "seq", "provider", "sessionId", "createdAt", "threadId",
+             "turnId", "itemId", "requestId", "parentItemId", "providerRefs", "synthetic")
+
+
+def _too_large(size: int, limit: int) -> str:
+    return f"record of {size} bytes exceeds the topic's max.message.bytes ({limit})"
+
+
+def dead_letter_bytes(letter: DeadLetter, limit: int | None) -> bytes:
+    """`letter` encoded, cut to `limit` bytes when longer (_cut; None: no limit)."""
+    encoded = encode_deadletter(letter)
+    if limit is None or len(encoded) <= limit:
+        return encoded
+    return encode_deadletter(_cut(letter, limit))
 
 
 def _cut(letter: DeadLetter, limit: int) -> DeadLetter:

@@ -24,6 +24,17 @@ from faust.streams import _current_event
 from faust.tables import TableManager as FaustTableManager
 from faust.tables.recovery import Recovery as FaustRecovery
 
+from topics.catalog import changelog_spec
+
+
+def add_table(app: Any, settings: Any, name: str) -> Any:
+    """The worker's table `name` (bytes keys and values, default None), co-partitioned
+    with the raw topics, its changelog declared with the catalog's configuration
+    (topics.catalog.changelog_spec: compacted, an explicit max.message.bytes)."""
+    return app.Table(name, partitions=settings.partitions, key_type=bytes, value_type=bytes,
+                     default=None,
+                     extra_topic_configs=changelog_spec(settings.app_id, name).config())
+
 
 def acting_for(event: Any) -> None:
     """Make `event` the current event of this task (table partition = its partition)."""

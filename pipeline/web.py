@@ -49,6 +49,9 @@ class Health:
         self.output_failing: set[str] = set()  # agents whose batch waits on a failed send
         self.output_error: str | None = None
         self.output_error_at: float | None = None
+        self.refused = 0  # output records the cluster refused for good (dead-lettered)
+        self.refused_error: str | None = None
+        self.refused_at: float | None = None
         self.assigned_at: float | None = None  # monotonic
         self.recovery_seconds: float | None = None
         self.recovered_at: float | None = None  # unix time
@@ -68,6 +71,11 @@ class Health:
 
     def send_ok(self, agent: str) -> None:
         self.output_failing.discard(agent)
+
+    def send_refused(self, records: int, error: BaseException) -> None:
+        self.refused += records
+        self.refused_error = f"{type(error).__name__}: {error}"[:500]
+        self.refused_at = time.time()
 
     def report(self, app: Any, metrics: WorkerMetrics) -> tuple[int, dict[str, Any]]:
         """(HTTP status, JSON body) of /health."""
@@ -93,7 +101,9 @@ class Health:
             "broker": {"reachable": self.broker_ok, "lastError": self.broker_error,
                        "lastErrorAt": self.broker_error_at, "lastOkAt": self.broker_ok_at},
             "output": {"failing": sorted(self.output_failing), "lastError": self.output_error,
-                       "lastErrorAt": self.output_error_at},
+                       "lastErrorAt": self.output_error_at,
+                       "refused": self.refused, "lastRefusal": self.refused_error,
+                       "lastRefusalAt": self.refused_at},
             "partitions": {t: sorted(ps) for t, ps in sorted(partitions.items())},
             "assignedPartitions": sum(len(ps) for ps in partitions.values()),
             "recovery": {"finished": not recovering, "lastSeconds": self.recovery_seconds,

@@ -18,6 +18,19 @@ PROVIDERS: tuple[str, ...] = ("claude", "codex", "codex-exec", "opencode", "acp"
 DEFAULT_PARTITIONS = 12
 DAY_MS = 24 * 60 * 60 * 1000
 
+#: max.message.bytes of the canonical and chat topics: a completed item carries its
+#: whole output up to the per-item cap (CANONFLOW_ITEM_CAP, 8 MiB), JSON-escaped, and a
+#: native message of up to CANONFLOW_MAX_RECORD_BYTES (1 MiB) can become an event of
+#: about twice that (the message again in `raw`), far above Kafka's default of 1 MB.
+#: An event or chat record still larger is replaced by a runtime.warning (chat: an
+#: error record) and dead-lettered, never sent to be refused (pipeline.normalize).
+EVENT_MAX_MESSAGE_BYTES = 20 * 1024 * 1024
+#: max.message.bytes of the table changelogs: a session value is bounded (lengths and
+#: digests, README "State"), a spooled chunk is at most one record's text (1 MiB).
+CHANGELOG_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+#: max.message.bytes of the other topics (raw, dead letters, metrics): Kafka's default.
+DEFAULT_MAX_MESSAGE_BYTES = 1_048_588
+
 Cleanup = Literal["delete", "compact", "compact,delete"]
 
 
@@ -25,22 +38,20 @@ class TopicSpec(Struct, frozen=True, kw_only=True):
     """One topic of the catalog."""
 
     name: str
-    role: Literal["raw", "canonical", "chat", "deadletter", "metrics"]
+    role: Literal["raw", "canonical", "chat", "deadletter", "metrics", "changelog"]
     key: str
     value: str
     owner: str
     cleanup_policy: Cleanup = "delete"
     retention_ms: int = 7 * DAY_MS
-    #: The topic's max.message.bytes, when the broker's default may be too small.
-    max_message_bytes: int | None = None
+    #: The topic's max.message.bytes, set explicitly on every topic canonflow creates.
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     provider: str | None = None
 
     def config(self) -> dict[str, str]:
         """Topic-level configuration as Kafka expects it (string values)."""
-        config = {"cleanup.policy": self.cleanup_policy, "retention.ms": str(self.retention_ms)}
-        if self.max_message_bytes is not None:
-            config["max.message.bytes"] = str(self.max_message_bytes)
-        return config
+        return {"cleanup.policy": self.cleanup_policy, "retention.ms": str(self.retention_ms),
+                "max.message.bytes": str(self.max_message_bytes)}
 
 
 RAW_TOPICS: dict[str, str] = {
@@ -58,11 +69,6 @@ DEADLETTER_TOPIC = "agents.deadletter"
 METRICS_TOPIC = "agents.metrics"
 
 _RAW_VALUE = "NDJSON: one or more native messages of the session, exactly as the runtime wrote them"
-#: max.message.bytes of the canonical and chat topics: a native message of up to
-#: CANONFLOW_MAX_RECORD_BYTES (1 MiB by default) can become an event of about twice
-#: that (its text JSON-escaped, the message again in `raw`), above Kafka's default of
-#: 1 MB, and a refused event would be sent again forever (README, guarantee 5).
-EVENT_MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 
 CATALOG: tuple[TopicSpec, ...] = (
     *(
@@ -114,6 +120,28 @@ CATALOG: tuple[TopicSpec, ...] = (
         retention_ms=7 * DAY_MS,
     ),
 )
+
+
+#: The worker's Faust tables (`{provider}`: one per provider), whose changelogs
+#: `<app id>-<table>-changelog` the worker declares itself with `changelog_spec`'s
+#: configuration; `topics create|check` and the Strimzi manifests list them too.
+TABLES: tuple[str, ...] = ("sessions.{provider}", "items.{provider}", "fleet.windows",
+                           "fleet.sessions")
+
+
+def changelog_spec(app_id: str, table: str) -> TopicSpec:
+    """The changelog topic of the worker's table `table` (compacted, bounded records)."""
+    return TopicSpec(
+        name=f"{app_id}-{table}-changelog", role="changelog", key="table key",
+        value="table value (msgpack) or spooled chunk; null deletes",
+        owner="canonflow worker (Faust table)", cleanup_policy="compact",
+        max_message_bytes=CHANGELOG_MAX_MESSAGE_BYTES)
+
+
+def changelog_topics(app_id: str, providers: tuple[str, ...] = PROVIDERS) -> list[TopicSpec]:
+    """Every table changelog of a worker with `app_id` reading `providers`."""
+    return [changelog_spec(app_id, t.format(provider=p))
+            for t in TABLES for p in (providers if "{provider}" in t else ("",))]
 
 
 def topic(name: str) -> TopicSpec:

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from pipeline import manifests
 from pipeline.manifests import resource_name, strimzi_manifests, strimzi_topics, topics_manifest
 from tests.deploy.files import K8S, load_yaml, load_yaml_all
-from topics.catalog import CATALOG, TopicSpec
+from topics.catalog import CATALOG, TopicSpec, changelog_topics
 
 # The KafkaTopic fields canonflow writes, as Strimzi's CRD (kafka.strimzi.io/v1beta2)
 # types them; anything else in spec is a mistake.
@@ -71,9 +71,13 @@ def test_committed_topics_yaml_is_what_the_command_prints_today():
 
 def test_committed_topics_agree_with_the_catalog_and_the_worker_settings():
     docs = load_yaml_all(K8S / "topics.yaml")
-    assert [d["spec"]["topicName"] for d in docs] == [t.name for t in CATALOG]
     settings = load_yaml(K8S / "configmap.yaml")["data"]
-    for doc, spec in zip(docs, CATALOG, strict=True):
+    # the catalog, then the table changelogs of the workers' app id, each with the
+    # configuration the worker declares it with (an explicit max.message.bytes on all)
+    specs = [*CATALOG, *changelog_topics(settings.get("CANONFLOW_APP_ID", "canonflow"))]
+    assert [d["spec"]["topicName"] for d in docs] == [t.name for t in specs]
+    for doc, spec in zip(docs, specs, strict=True):
+        assert int(doc["spec"]["config"]["max.message.bytes"]) == spec.max_message_bytes
         assert doc["spec"]["config"] == spec.config()
         assert doc["spec"]["config"]["cleanup.policy"] == spec.cleanup_policy
         assert int(doc["spec"]["config"]["retention.ms"]) == spec.retention_ms
@@ -103,12 +107,14 @@ def test_strings_yaml_would_misread_are_quoted(monkeypatch: pytest.MonkeyPatch):
                     owner='a "quoted": owner # not a comment', cleanup_policy="compact,delete",
                     retention_ms=5)
     monkeypatch.setattr(manifests, "CATALOG", (odd,))
+    monkeypatch.setattr(manifests, "changelog_topics", lambda app_id: [])
     (doc,) = yaml.safe_load_all(strimzi_manifests(3, 1, "c"))
     assert doc["metadata"]["name"] == "agents-odd"
     assert doc["spec"]["topicName"] == "Agents_Odd"
     assert doc["metadata"]["annotations"] == {"canonflow/key": "yes", "canonflow/value": "123",
                                               "canonflow/owner": odd.owner}
-    assert doc["spec"]["config"] == {"cleanup.policy": "compact,delete", "retention.ms": "5"}
+    assert doc["spec"]["config"] == {"cleanup.policy": "compact,delete", "retention.ms": "5",
+                                     "max.message.bytes": "1048588"}
 
 
 def test_resource_names_are_lowercase_kubernetes_names():

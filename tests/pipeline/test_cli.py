@@ -66,11 +66,13 @@ def test_topics_check_finds_no_drift_on_the_catalog_topics_and_finds_a_partition
     check` expects; a deployment of another partition count is told apart."""
     import asyncio
 
-    from pipeline.admin import check_topics
-    from topics.catalog import CANONICAL_TOPIC, CATALOG, CHAT_TOPIC, topic
+    from pipeline.admin import check_topics, wanted
+    from topics.catalog import CANONICAL_TOPIC, CHAT_TOPIC, topic
 
     assert asyncio.run(check_topics(settings)) == []
     for name in (CANONICAL_TOPIC, CHAT_TOPIC):
         assert int(topic(name).config()["max.message.bytes"]) > 2 * settings.max_record_bytes
     drift = asyncio.run(check_topics(settings.replace(partitions=settings.partitions * 2)))
-    assert {(d.topic, d.what) for d in drift} == {(t.name, "partitions") for t in CATALOG}
+    assert {(d.topic, d.what) for d in drift} == {(t.name, "partitions")
+                                                  for t in wanted(settings)}
+    assert any(t.role == "changelog" for t in wanted(settings))  # the tables' too

@@ -127,3 +127,35 @@ def test_chat_records_come_with_the_events_and_a_projection_bug_loses_no_event(m
     assert {d.errorClass for d in dead} == {"InternalError.chat.RuntimeError"}
     assert all(d.reason == "projection bug" and d.key == "s1" for d in dead)
     assert len(out.chat) < len(whole.chat)
+
+
+def test_an_event_too_large_for_its_topic_becomes_a_warning_and_a_dead_letter():
+    """A command whose output makes its item.completed larger than agents.canonical
+    takes: the event's seq and eventId stay (a runtime.warning in its place), the event
+    itself is dead-lettered, the chat's tool_result likewise becomes an error record."""
+    lines = _native_lines()
+    whole = [json.loads(ln) for ln in lines]
+    for msg in whole:
+        item = msg.get("item") or {}
+        if msg.get("type") == "item.completed" and item.get("type") == "command_execution":
+            item["aggregated_output"] = "x" * 50_000
+    records = [json.dumps(m).encode() for m in whole]
+    small = Normalizer("codex-exec", max_event_bytes=20_000)
+    big = Normalizer("codex-exec")
+    out_small = small.process(None, b"s1", b"\n".join(records), partition=0, offset=0)
+    out_big = big.process(None, b"s1", b"\n".join(records), partition=0, offset=0)
+    events = [json.loads(r) for r in out_small.records]
+    reference = [json.loads(r) for r in out_big.records]
+    assert [(e["seq"], e["eventId"]) for e in events] == \
+        [(e["seq"], e["eventId"]) for e in reference]
+    swapped = [(e, r) for e, r in zip(events, reference, strict=True) if e != r]
+    assert "item.completed" in {r["type"] for _, r in swapped}  # and its output's delta
+    letters = [decode_deadletter(d) for d in out_small.deadletters]
+    assert [json.loads(d.value)["eventId"] for d in letters
+            if d.errorClass == "OversizedEvent"] == [r["eventId"] for _, r in swapped]
+    for warning, original in swapped:
+        assert warning["type"] == "runtime.warning"
+        assert warning["payload"]["detail"]["eventType"] == original["type"]
+    chat = [json.loads(r) for r in out_small.chat]
+    assert all(len(r) <= 20_000 for r in out_small.chat + out_small.records)
+    assert [r["seq"] for r in chat] == list(range(1, len(chat) + 1))
