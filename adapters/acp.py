@@ -53,6 +53,19 @@ Tricky parts
 * One ACP connection may hold several sessions; turns are tracked per connection
   (a canonflow session is one agent process), ids of the thread from the
   `sessionId` the message names.
+
+Streams (the conversation core's, adapters.base.Emitter; the state keeps none of the text)
+* `text` of each message and reasoning item, spooled: ACP sends chunks only, never a
+  message whole, and the item's completion carries its whole text.
+* A tool item's long content, spooled because the payloads read it back (the
+  completion's output above all) while the runtime sends it once, or as snapshots
+  that replace each other (never deltas): each announcement's value re-bases its
+  stream (reset; appended to when it only extends it), an absent value closes it.
+  `text` (text content: the output), `terminal` (the client terminal's output),
+  `raw_text` (the output read from rawOutput), `raw_output` (rawOutput when it is a
+  record, as JSON: the completion's data.rawOutput), `description` (every payload's
+  detail), `diff_old` and `diff_new` (the first diff's texts: the input of an Edit or
+  Write without rawInput).
 """
 
 from __future__ import annotations
@@ -60,10 +73,11 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
+import msgspec
 from msgspec import UnsetType
 
-from adapters.acp_state import Pending, State, Stream, Tool
-from adapters.base import UNSET, Emitter, MalformedRecord, Message
+from adapters.acp_state import Diff, Pending, State, Stream, Tool
+from adapters.base import UNSET, Emitter, MalformedRecord, Message, Whole, whole_fields
 from adapters.base import replace as _replace
 from adapters.tools import item_type_for_tool, normalize_tool_name
 from topics.canonical import (
@@ -442,6 +456,7 @@ _STREAMS = {
 }
 _ITEM_OF = {kind: item_type for kind, item_type, _ in _STREAMS.values()}
 _ROLE_OF = {"assistant": "assistant", "user": "user"}
+_TEXT = "text"  # a message item's stream (spooled: see the module docstring)
 
 
 def _stream_refs(c: _Ctx, stream: Stream) -> ProviderRefs | UnsetType:
@@ -451,11 +466,12 @@ def _stream_refs(c: _Ctx, stream: Stream) -> ProviderRefs | UnsetType:
 def _open_stream(state: State, out: Emitter, kind: str, message_id: str | None) -> State:
     stream = Stream(kind=kind, n=state.items + 1, messageId=message_id)
     c = _Ctx(state, out)
+    item = out.id("itm", "msg", str(stream.n))
     out.emit(ItemStarted,
              ItemPayload(itemType=_ITEM_OF[kind], status="inProgress",  # type: ignore[arg-type]
                          role=_ROLE_OF.get(kind, UNSET)),  # type: ignore[arg-type]
-             synthetic=True, thread=c.thread, turn=c.turn, item=out.id("itm", "msg", str(stream.n)),
-             refs=_stream_refs(c, stream))
+             synthetic=True, thread=c.thread, turn=c.turn, item=item, refs=_stream_refs(c, stream))
+    out.append(item, _TEXT, "")  # opened, spooled: an item without text completes with ""
     return _replace(state, items=stream.n, stream=stream)
 
 
@@ -464,11 +480,12 @@ def _close_stream(state: State, out: Emitter) -> State:
     if stream is None:
         return state
     c = _Ctx(state, out)
+    item = out.id("itm", "msg", str(stream.n))
+    text = whole_fields(out.take(item, _TEXT), "text") or {"text": ""}
     out.emit(ItemCompleted,
              ItemPayload(itemType=_ITEM_OF[stream.kind], status="completed",  # type: ignore[arg-type]
-                         role=_ROLE_OF.get(stream.kind, UNSET), text=stream.text),  # type: ignore[arg-type]
-             synthetic=True, thread=c.thread, turn=c.turn, item=out.id("itm", "msg", str(stream.n)),
-             refs=_stream_refs(c, stream))
+                         role=_ROLE_OF.get(stream.kind, UNSET), **text),  # type: ignore[arg-type]
+             synthetic=True, thread=c.thread, turn=c.turn, item=item, refs=_stream_refs(c, stream))
     return _replace(state, stream=None)
 
 
@@ -496,7 +513,8 @@ def _on_chunk(state: State, upd: dict[str, Any], sid: str | None, out: Emitter) 
     if stream_kind is not None:
         out.emit(ContentDelta, ContentDeltaPayload(streamKind=stream_kind, delta=text),  # type: ignore[arg-type]
                  thread=c.thread, turn=c.turn, item=item, refs=_stream_refs(c, stream))
-    return _replace(state, stream=_replace(stream, text=stream.text + text))
+    out.append(item, _TEXT, text)
+    return state
 
 
 # ---- tool calls ---------------------------------------------------------------
@@ -528,7 +546,7 @@ def _writes_whole_file(tool: Tool) -> bool:
     raw = tool.rawInput
     if isinstance(raw, dict) and raw:
         return "content" in raw and "old_string" not in raw and "new_string" not in raw
-    return bool(tool.diffs) and all(d.get("old") is None for d in tool.diffs)
+    return bool(tool.diffs) and all(d.old is None for d in tool.diffs)
 
 
 def _item_type(tool: Tool, name: str) -> str:
@@ -552,7 +570,7 @@ def _command(value: Any, args: Any = None) -> str | None:
     return value
 
 
-def _tool_input(tool: Tool, name: str) -> tuple[dict[str, Any], Any]:
+def _tool_input(tool: Tool, name: str, content: _Content) -> tuple[dict[str, Any], Any]:
     """The normalised input, and the raw input when the normalised one leaves parts out."""
     raw = tool.rawInput
     given: dict[str, Any] = dict(raw) if isinstance(raw, dict) else (
@@ -579,12 +597,56 @@ def _tool_input(tool: Tool, name: str) -> tuple[dict[str, Any], Any]:
             path = tool.paths[0]
         if path is not None:
             given["file_path"] = path
-            if not raw and tool.diffs and name in ("Edit", "Write"):
-                diff = tool.diffs[0]
-                if name == "Edit" and diff.get("oldText") is not None:
-                    given["old_string"] = diff["oldText"]
-                given["new_string" if name == "Edit" else "content"] = diff.get("newText", "")
+            if not raw and tool.diffs and name in ("Edit", "Write"):  # the first diff's texts
+                old = content.get("diff_old") if name == "Edit" else None
+                if old is not None:
+                    given["old_string"] = old.text
+                new = content.get("diff_new")
+                given["new_string" if name == "Edit" else "content"] = (
+                    new.text if new is not None else None)
     return given, UNSET
+
+
+class _Content:
+    """A tool call's long content (module docstring, "Streams") as its payloads read it:
+    the item's spooled streams, or `given` ones (an announcement not stored)."""
+
+    __slots__ = ("out", "item", "given")
+
+    def __init__(self, out: Emitter, key: str, given: dict[str, str | None] | None = None):
+        self.out = out
+        self.item = out.id("itm", key)
+        self.given = given
+
+    def get(self, stream: str) -> Whole | None:
+        if self.given is None:
+            return self.out.whole(self.item, stream)
+        text = self.given.get(stream)
+        return None if text is None else Whole(text, len(text), False)
+
+    def has(self, stream: str) -> bool:
+        if self.given is None:
+            return self.out.streamed(self.item, stream) >= 0
+        return self.given.get(stream) is not None
+
+
+def _save(out: Emitter, key: str, streams: dict[str, str | None]) -> None:
+    """Keep an announcement's content in the tool item's streams. Each value replaces the
+    last (ACP re-sends a tool's content whole, never as deltas): appended when it only
+    extends what the stream holds (a growing terminal output), re-based otherwise; None
+    (absent) closes the stream."""
+    item = out.id("itm", key)
+    for stream, text in streams.items():
+        if text is None:
+            out.drop(item, stream)
+        elif out.extends(item, stream, text):
+            out.append(item, stream, text[max(out.streamed(item, stream), 0):])
+        else:
+            out.reset(item, stream, text)
+
+
+_encode_json = msgspec.json.Encoder().encode
+_decode_json = msgspec.json.Decoder().decode
 
 
 def _raw_output_text(raw: Any) -> str | None:
@@ -604,24 +666,7 @@ def _raw_output_text(raw: Any) -> str | None:
     return None
 
 
-def _tool_output(tool: Tool, status: str) -> str:
-    if tool.text is not None:
-        return tool.text
-    if tool.terminalOutput is not None:
-        return tool.terminalOutput
-    text = _raw_output_text(tool.rawOutput)
-    if text is not None:
-        return text
-    if status != "completed":  # the diffs were proposed, not made
-        return ""
-    return "\n".join(f"{d['path']}: {'new file, ' if d.get('old') is None else ''}"
-                     f"{d.get('old') or 0} -> {d.get('new', 0)} lines" for d in tool.diffs)
-
-
-def _exit_code(tool: Tool) -> int | None:
-    if tool.exitCode is not None:
-        return tool.exitCode
-    raw = tool.rawOutput
+def _raw_exit_code(raw: Any) -> int | None:
     if isinstance(raw, dict):
         for k in ("exit_code", "exitCode"):
             if isinstance(raw.get(k), int) and not isinstance(raw.get(k), bool):
@@ -629,10 +674,24 @@ def _exit_code(tool: Tool) -> int | None:
     return None
 
 
-def _tool_payload(key: str, tool: Tool, status: str, done: bool, detail: str | None = None
+def _tool_output(tool: Tool, status: str, content: _Content) -> dict[str, Any]:
+    """The output fields: text content, else the terminal's output, else rawOutput's."""
+    for stream in ("text", "terminal", "raw_text"):
+        whole = content.get(stream)
+        if whole is not None:
+            return whole_fields(whole)
+    if status != "completed":  # the diffs were proposed, not made
+        return {"output": ""}
+    return {"output": "\n".join(f"{d.path}: {'new file, ' if d.old is None else ''}"
+                                f"{d.old or 0} -> {d.new} lines" for d in tool.diffs)}
+
+
+def _tool_payload(key: str, tool: Tool, status: str, done: bool, content: _Content,
+                  detail: str | None = None, output: dict[str, Any] | None = None
                   ) -> ItemPayload:
+    """`output`: the output fields when the caller has them (else _tool_output)."""
     name = _tool_name(key, tool)
-    inp, raw_input = _tool_input(tool, name)
+    inp, raw_input = _tool_input(tool, name, content)
     data: dict[str, Any] = {}
     if tool.kind:
         data["kind"] = tool.kind
@@ -640,20 +699,27 @@ def _tool_payload(key: str, tool: Tool, status: str, done: bool, detail: str | N
         data["rawInput"] = raw_input
     fields: dict[str, Any] = {}
     if done:
-        fields["output"] = _tool_output(tool, status)
+        fields.update(output if output is not None else _tool_output(tool, status, content))
         fields["isError"] = status == "failed"
         if name == "Bash" or tool.exitCode is not None:
-            fields["exitCode"] = _exit_code(tool)
-        if isinstance(tool.rawOutput, dict) and tool.text is None:
-            data["rawOutput"] = tool.rawOutput
+            fields["exitCode"] = tool.exitCode if tool.exitCode is not None else tool.rawExit
+        if output is None and not content.has("text"):
+            raw = content.get("raw_output")
+            if raw is not None and not raw.truncated:  # past the cap, no longer JSON
+                data["rawOutput"] = _decode_json(raw.text)
+    if not detail:
+        description = content.get("description")
+        detail = description.text if description is not None else None
     return ItemPayload(itemType=_item_type(tool, name), status=status,  # type: ignore[arg-type]
-                       title=tool.title or UNSET, detail=detail or tool.description or UNSET,
+                       title=tool.title or UNSET, detail=detail or UNSET,
                        toolName=name, input=inp,
                        data=data or UNSET, **fields)
 
 
-def _merge(tool: Tool, fields: dict[str, Any], text_as: str | None = "text") -> Tool:
-    """Apply a ToolCall / ToolCallUpdate: absent or null fields keep their value.
+def _merge(tool: Tool, fields: dict[str, Any], text_as: str | None = "text"
+           ) -> tuple[Tool, dict[str, str | None]]:
+    """Apply a ToolCall / ToolCallUpdate: absent or null fields keep their value. Returns
+    the tool and the new values of its content streams (for _save; None closes one).
 
     `text_as` says what text content is: the output ("text"), a description of the
     call ("description": a `tool_call` that does not finish it, like claude-code-acp's
@@ -661,6 +727,7 @@ def _merge(tool: Tool, fields: dict[str, Any], text_as: str | None = "text") -> 
     describes the request, e.g. codex-acp's "Proposed Amendment: ...").
     """
     changes: dict[str, Any] = {}
+    streams: dict[str, str | None] = {}
     meta = fields.get("_meta")
     claude = meta.get("claudeCode") if isinstance(meta, dict) else None
     name = _str(fields.get("name")) or (_str(claude.get("toolName")) if isinstance(claude, dict) else None)
@@ -672,15 +739,21 @@ def _merge(tool: Tool, fields: dict[str, Any], text_as: str | None = "text") -> 
     raw = fields.get("rawInput")
     if raw is not None and (raw != {} or tool.rawInput is None):  # `{}` is claude's placeholder
         changes["rawInput"] = raw
-    if fields.get("rawOutput") is not None:
-        changes["rawOutput"] = fields["rawOutput"]
+    raw_output = fields.get("rawOutput")
+    if raw_output is not None:
+        changes["rawExit"] = _raw_exit_code(raw_output)
+        streams["raw_text"] = _raw_output_text(raw_output)
+        streams["raw_output"] = (_encode_json(raw_output).decode()
+                                 if isinstance(raw_output, dict) else None)
     paths = list(tool.paths)
     if isinstance(fields.get("locations"), list):
         paths = [loc["path"] for loc in fields["locations"]
                  if isinstance(loc, dict) and isinstance(loc.get("path"), str)]
     content = fields.get("content")
     if isinstance(content, list):
-        texts, diffs = [], []
+        texts: list[str] = []
+        diffs: list[Diff] = []
+        first: tuple[Any, Any] = (None, None)  # the first diff's texts
         for c in content:
             if not isinstance(c, dict):
                 continue
@@ -690,19 +763,22 @@ def _merge(tool: Tool, fields: dict[str, Any], text_as: str | None = "text") -> 
                     texts.append(block["text"])
             elif c.get("type") == "diff" and isinstance(c.get("path"), str):
                 old, new = c.get("oldText"), c.get("newText")
-                diffs.append({"path": c["path"],
-                              "old": len(old.splitlines()) if isinstance(old, str) else None,
-                              "new": len(new.splitlines()) if isinstance(new, str) else 0,
-                              "oldText": old, "newText": new})
+                if not diffs:
+                    first = (old, new)
+                diffs.append(Diff(path=c["path"],
+                                  old=len(old.splitlines()) if isinstance(old, str) else None,
+                                  new=len(new.splitlines()) if isinstance(new, str) else 0))
                 paths.append(c["path"])
         if text_as is not None:
-            changes[text_as] = "\n".join(texts) if texts else None
+            streams[text_as] = "\n".join(texts) if texts else None
         changes["diffs"] = diffs
+        # (a text that is not a string, against the schema, counts as absent)
+        streams["diff_old"], streams["diff_new"] = _str(first[0]), _str(first[1])
     given = changes.get("rawInput", tool.rawInput)
     if isinstance(given, dict):
         paths.extend(given[k] for k in _PATH_KEYS if isinstance(given.get(k), str))
     changes["paths"] = list(dict.fromkeys(paths))
-    return _replace(tool, **changes)
+    return _replace(tool, **changes), streams
 
 
 def _terminal_ids(fields: dict[str, Any]) -> list[str]:
@@ -719,20 +795,25 @@ def _tool_refs(c: _Ctx, key: str, tool: Tool, rid: str | None = None) -> Provide
 
 def _start_tool(state: State, out: Emitter, key: str, tool: Tool, synthetic: bool,
                 rid: str | None = None) -> State:
+    """Open the item of a tool whose content is already in its streams (_save)."""
     state = _close_stream(state, out)  # a tool call ends the text run before it
     c = _Ctx(state, out)
-    out.emit(ItemStarted, _tool_payload(key, tool, "inProgress", False), synthetic=synthetic, thread=c.thread, turn=c.turn, item=out.id("itm", key),
+    content = _Content(out, key)
+    out.emit(ItemStarted, _tool_payload(key, tool, "inProgress", False, content),
+             synthetic=synthetic, thread=c.thread, turn=c.turn, item=content.item,
              refs=_tool_refs(c, key, tool, rid))
     return _replace(state, tools={**state.tools, key: tool})
 
 
 def _complete_tool(state: State, out: Emitter, key: str, tool: Tool, status: str,
                    synthetic: bool = False, detail: str | None = None,
-                   rid: str | None = None) -> State:
+                   rid: str | None = None, output: dict[str, Any] | None = None) -> State:
     c = _Ctx(state, out)
-    out.emit(ItemCompleted, _tool_payload(key, tool, status, True, detail), synthetic=synthetic,
-             thread=c.thread, turn=c.turn, item=out.id("itm", key),
-             refs=_tool_refs(c, key, tool, rid))
+    content = _Content(out, key)
+    payload = _tool_payload(key, tool, status, True, content, detail, output)
+    out.drop_item(content.item)  # read: its streams close (their chunks dropped)
+    out.emit(ItemCompleted, payload, synthetic=synthetic, thread=c.thread, turn=c.turn,
+             item=content.item, refs=_tool_refs(c, key, tool, rid))
     tools = {k: v for k, v in state.tools.items() if k != key}
     terminals = {t: k for t, k in state.terminals.items() if k != key}
     done = state.done if tool.own else [*state.done, key]
@@ -750,7 +831,8 @@ def _announce(state: State, fields: dict[str, Any], out: Emitter, initial: bool)
     state = _replace(state, terminals=terminals)
     old = state.tools.get(key)
     done = fields.get("status") in ("completed", "failed")
-    tool = _merge(old or Tool(), fields, "text" if done or not initial else "description")
+    tool, streams = _merge(old or Tool(), fields, "text" if done or not initial else "description")
+    _save(out, key, streams)
     if old is None:
         state = _start_tool(state, out, key, tool, synthetic=not initial)
         tool = state.tools[key]
@@ -758,9 +840,10 @@ def _announce(state: State, fields: dict[str, Any], out: Emitter, initial: bool)
             return state
     elif tool.status not in ("completed", "failed"):
         c = _Ctx(state, out)
-        out.emit(ItemUpdated, _tool_payload(key, tool, _STATUS.get(tool.status, "inProgress"), False),
-                 thread=c.thread, turn=c.turn, item=out.id("itm", key),
-                 refs=_tool_refs(c, key, tool))
+        content = _Content(out, key)
+        out.emit(ItemUpdated,
+                 _tool_payload(key, tool, _STATUS.get(tool.status, "inProgress"), False, content),
+                 thread=c.thread, turn=c.turn, item=content.item, refs=_tool_refs(c, key, tool))
         return _replace(state, tools={**state.tools, key: tool})
     return _complete_tool(state, out, key, tool, tool.status)
 
@@ -848,11 +931,16 @@ def _on_request_permission(state: State, obj: dict[str, Any], params: dict[str, 
     if not isinstance(tcid, str):
         raise MalformedRecord("session/request_permission toolCall needs a toolCallId")
     rid = str(obj["id"])
+    tool, streams = _merge(state.tools.get(tcid, Tool()), call, None)
+    content = _Content(out, tcid)
     if tcid in state.tools:  # the request may carry a richer view of the call
-        state = _replace(state, tools={**state.tools, tcid: _merge(state.tools[tcid], call, None)})
+        _save(out, tcid, streams)
+        state = _replace(state, tools={**state.tools, tcid: tool})
     elif tcid not in state.done:  # gemini, codex-acp: the request comes first
-        state = _start_tool(state, out, tcid, _merge(Tool(), call, None), synthetic=True, rid=rid)
-    tool = state.tools.get(tcid, _merge(Tool(), call, None))
+        _save(out, tcid, streams)
+        state = _start_tool(state, out, tcid, tool, synthetic=True, rid=rid)
+    else:  # a call already completed: its item has no streams any more
+        content = _Content(out, tcid, streams)
     name = _tool_name(tcid, tool)
     request_type = _REQUEST_TYPES.get(tool.kind or "")
     if request_type is None:
@@ -864,8 +952,8 @@ def _on_request_permission(state: State, obj: dict[str, Any], params: dict[str, 
     out.emit(RequestOpened,
              RequestOpenedPayload(requestType=request_type, detail=tool.title or UNSET,  # type: ignore[arg-type]
                                   toolName=name, options=options,
-                                  args=_tool_input(tool, name)[0]),
-             thread=c.thread, turn=c.turn, item=out.id("itm", tcid),
+                                  args=_tool_input(tool, name, content)[0]),
+             thread=c.thread, turn=c.turn, item=content.item,
              request=out.id("req", "agent", key),
              refs=c.refs(providerRequestId=rid, providerItemId=tcid))
     pending = Pending(method="session/request_permission", tool=tcid, requestType=request_type,
@@ -951,7 +1039,8 @@ def _client_op(state: State, obj: dict[str, Any], key: str, out: Emitter, relate
     if related is not None:
         tool = state.tools[related]
         c = _Ctx(state, out)
-        payload = _tool_payload(related, tool, _STATUS.get(tool.status, "inProgress"), False)
+        payload = _tool_payload(related, tool, _STATUS.get(tool.status, "inProgress"), False,
+                                _Content(out, related))
         out.emit(ItemUpdated, _replace(payload, data={**(payload.data or {}), "clientRequest": detail}),  # type: ignore[dict-item]
                  thread=c.thread, turn=c.turn, item=out.id("itm", related),
                  refs=_tool_refs(c, related, tool, rid))
@@ -1015,9 +1104,10 @@ def _on_agent_request_answered(state: State, obj: dict[str, Any], key: str, pend
     if "error" in obj:
         message = _error_message(_obj(obj["error"], "error"))
         if pending.own:
-            tool = _replace(tool, text=message)
+            _save(out, tool_key, {"text": message})
             return _complete_tool(state, out, tool_key, tool, "failed", rid=rid)
-        payload = _tool_payload(tool_key, tool, _STATUS.get(tool.status, "inProgress"), False)
+        payload = _tool_payload(tool_key, tool, _STATUS.get(tool.status, "inProgress"), False,
+                                _Content(out, tool_key))
         out.emit(ItemUpdated, _replace(payload, data={
             **(payload.data or {}), "clientError": {"method": pending.method, "message": message}}),  # type: ignore[dict-item]
             thread=c.thread, turn=c.turn, item=out.id("itm", tool_key),
@@ -1030,8 +1120,8 @@ def _on_agent_request_answered(state: State, obj: dict[str, Any], key: str, pend
     if method == "terminal/output":
         status = result.get("exitStatus")
         code = status.get("exitCode") if isinstance(status, dict) else None
-        tool = _replace(tool, terminalOutput=_str(result.get("output")) or "",
-                        exitCode=code if isinstance(code, int) else tool.exitCode)
+        _save(out, tool_key, {"terminal": _str(result.get("output")) or ""})  # all so far
+        tool = _replace(tool, exitCode=code if isinstance(code, int) else tool.exitCode)
     elif method == "terminal/wait_for_exit":
         code = result.get("exitCode")
         tool = _replace(tool, exitCode=code if isinstance(code, int) else tool.exitCode)
@@ -1039,14 +1129,16 @@ def _on_agent_request_answered(state: State, obj: dict[str, Any], key: str, pend
     if not tool.own:
         return state  # the tool call's own updates report its progress and its end
     if method == "fs/read_text_file":
-        return _complete_tool(state, out, tool_key, _replace(tool, text=_str(result.get("content"))),
-                              "completed", rid=rid)
+        _save(out, tool_key, {"text": _str(result.get("content"))})
+        return _complete_tool(state, out, tool_key, tool, "completed", rid=rid)
     if method == "fs/write_text_file":
-        return _complete_tool(state, out, tool_key, _replace(tool, text=""), "completed", rid=rid)
+        _save(out, tool_key, {"text": ""})
+        return _complete_tool(state, out, tool_key, tool, "completed", rid=rid)
     if method in ("terminal/release", "terminal/kill"):
         failed = tool.exitCode not in (0, None) or method == "terminal/kill"
-        return _complete_tool(state, out, tool_key, _replace(tool, text=tool.terminalOutput or ""),
-                              "failed" if failed else "completed", rid=rid)
+        terminal = _Content(out, tool_key).get("terminal")  # the output, "" when none was read
+        return _complete_tool(state, out, tool_key, tool, "failed" if failed else "completed",
+                              rid=rid, output=whole_fields(terminal) if terminal else {"output": ""})
     return state
 
 

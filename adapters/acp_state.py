@@ -23,31 +23,42 @@ class Pending(Stored, frozen=True, kw_only=True):
     options: dict[str, str] = {}  # permission optionId -> option kind
 
 
+class Diff(Stored, frozen=True, kw_only=True):
+    """One diff block of a tool call's content, in short: its file and line counts (its
+    texts are spooled, see adapters.acp "Streams")."""
+
+    path: str
+    old: int | None = None  # lines of oldText; None: a new file
+    new: int = 0  # lines of newText
+
+
 class Tool(Stored, frozen=True, kw_only=True):
-    """What is known of one open tool call (the merge of its announcements)."""
+    """What is known of one open tool call (the merge of its announcements). Its long
+    content (text, description, terminal output, raw output, the first diff's texts) is
+    in the item's spooled streams, never here (see adapters.acp "Streams")."""
 
     own: bool = False  # opened for a client-side method call, not a tool_call
     name: str | None = None  # the runtime's own tool name, when it gives one
     kind: str | None = None
     title: str | None = None
     status: str = "pending"
+    # The call's input: kept whole, as every payload of the item carries it. Bounded:
+    # the runtime sends it whole in one announcement (never streamed, never appended
+    # to), and it is dropped with the item.
     rawInput: Any = None
-    rawOutput: Any = None
-    text: str | None = None  # joined text content (the output)
-    description: str | None = None  # text content of the first announcement
-    diffs: list[dict[str, Any]] = []  # {"path", "old": lines or None, "new": lines}
+    rawExit: int | None = None  # the exit code in rawOutput (a codex exec record)
+    diffs: list[Diff] = []  # one per diff block (as many as the one announcement holds)
     paths: list[str] = []
-    terminalOutput: str | None = None
     exitCode: int | None = None
     declined: bool = False
 
 
 class Stream(Stored, frozen=True, kw_only=True):
-    """The message (or reasoning) item that text chunks are currently appended to."""
+    """The message (or reasoning) item that text chunks are currently appended to (its
+    text is the item's spooled `text` stream, see adapters.acp "Streams")."""
 
     kind: str  # "assistant" | "reasoning" | "user"
     n: int  # session-wide item ordinal (names the item)
-    text: str = ""
     messageId: str | None = None
 
 

@@ -23,6 +23,17 @@ Invariants
   `*_tool_result` block). Items still open when a turn ends are completed as
   failed (declined when permission was refused), open requests are resolved as
   cancelled, so nothing waits forever.
+* The state holds no streamed text: what a block streamed is a stream of the
+  conversation core (Emitter, "Streams"), lengths and a digest in the session and
+  the bytes in the spool. Both streams are spooled:
+  - "text" on a text or thinking item: `text_delta` / `thinking_delta`. The
+    completed item carries the whole text, and it is completed from the stream
+    when the block stops before its `assistant` line, when the line has no text,
+    when the stream breaks off and when the turn ends first.
+  - "input_json" on a tool item: `input_json_delta`. A `content_block_stop` before
+    the block's `assistant` line finalizes the tool's input from it.
+  A tool's whole input (Tool.input) stays in the state until its result: one
+  message's tool_use block, bounded by a message.
 * Claude has no turn start: a turn opens (synthetic `turn.started`) at the first
   message of the conversation (client prompt, `system/init`, assistant output,
   a permission request) and ends at `result`, one `result` per turn.
@@ -55,7 +66,7 @@ from typing import Any
 import msgspec
 from msgspec import Struct, UnsetType
 
-from adapters.base import UNSET, Emitter, MalformedRecord, Message
+from adapters.base import UNSET, Emitter, MalformedRecord, Message, whole_fields
 from adapters.base import replace as _replace
 from adapters.claude_state import Block, Msg, Pending, State, Tool
 from adapters.tools import item_type_for_tool, mcp_tool_name, normalize_tool_name
@@ -245,6 +256,8 @@ def end_turn(state: State, out: Emitter, payload: TurnCompletedPayload) -> State
     why = "the turn ended before the item completed"
     for m in list(state.msgs.values()):
         state = _close_blocks(state, out, m, "failed", why)
+    for key in list(state.blocks):  # tool blocks cut off before their stop
+        state = _drop_block(state, out, key)
     for rid, pending in state.pending.items():
         if pending.origin == "agent" and pending.subtype in _REQUESTS:
             state = _resolve_cancelled(state, out, rid, pending)
@@ -603,6 +616,8 @@ def _on_conversation_reset(state: State, msg: Message, out: Emitter) -> State:
 
 _BLOCK_ITEM = {"text": "assistant_message", "thinking": "reasoning"}
 _BLOCK_STREAM = {"text": "assistant_text", "thinking": "reasoning_text"}
+_TEXT = "text"  # the stream of a text or thinking block's deltas, on its item
+_JSON = "input_json"  # the stream of a tool block's input_json_delta parts, on the tool's item
 _TOOL_BLOCKS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
 _TEXT_BLOCKS = {"text": ("text", "text"), "thinking": ("thinking", "thinking"),
                 "redacted_thinking": ("thinking", "")}  # block type -> (kind, text field)
@@ -708,25 +723,23 @@ def _assistant_block(state: State, out: Emitter, m_key: str, index: int, block: 
         full = block.get(field, "") if field else ""
         full = full if isinstance(full, str) else ""
         open_block = state.blocks.get(key)
-        if open_block is None or open_block.kind != kind:
+        streamed = open_block is not None and open_block.kind == kind
+        if not streamed:
             _start_text(state, out, kind, key, parent, synthetic=True)
-            streamed = ""
-        else:
-            streamed = open_block.text
-        if full.startswith(streamed) and len(full) > len(streamed):
+        rest = out.rest(out.id("itm", key), _TEXT, full) if streamed else full
+        if rest:
             _emit(state, out, ContentDelta,
-                  ContentDeltaPayload(streamKind=_BLOCK_STREAM[kind], delta=full[len(streamed):]),  # type: ignore[arg-type]
+                  ContentDeltaPayload(streamKind=_BLOCK_STREAM[kind], delta=rest),  # type: ignore[arg-type]
                   synthetic=True, item=key, item_ref=_msg_ref(m_key), parent=parent)
-        state = _complete_text(state, out, kind, key, full or streamed, parent,
-                               redacted=btype == "redacted_thinking")
+        # the line's text, or (a line without it) what the deltas carried
+        state = _complete_text(state, out, kind, key, full if full or not streamed else None,
+                               parent, redacted=btype == "redacted_thinking")
         return _mark_done(state, m_key, index)
     if btype in _TOOL_BLOCKS:
         tid = _str(block.get("id"))
         if tid is None:
             raise MalformedRecord(f"assistant: {btype} block without an id")
-        blocks = dict(state.blocks)
-        blocks.pop(key, None)
-        state = _replace(state, blocks=blocks)
+        state = _drop_block(state, out, key)  # the line has the whole input
         if tid in state.tools:
             state = _finalize_tool(state, out, tid, block.get("input"))
         elif not _is_done(state, m_key, index):
@@ -764,15 +777,45 @@ def _start_text(state: State, out: Emitter, kind: str, key: str, parent: str | N
           synthetic=synthetic, item=key, item_ref=_msg_ref(key.rsplit("#", 1)[0]), parent=parent)
 
 
-def _complete_text(state: State, out: Emitter, kind: str, key: str, text: str,
-                   parent: str | None, redacted: bool = False) -> State:
+def _complete_text(state: State, out: Emitter, kind: str, key: str, text: str | None,
+                   parent: str | None, redacted: bool = False, status: str = "completed",
+                   detail: str | UnsetType = UNSET, synthetic: bool = False) -> State:
+    """Complete a text or thinking item with `text`, or (None) with what its block
+    streamed, read back from the spool."""
+    if text is None:
+        fields = _streamed_text(out, key)
+    else:
+        fields = {"text": text}
+        out.drop(out.id("itm", key), _TEXT)
     _emit(state, out, ItemCompleted,
-          ItemPayload(itemType=_BLOCK_ITEM[kind], status="completed",  # type: ignore[arg-type]
-                      text=text, role="assistant" if kind == "text" else UNSET,
-                      detail="redacted thinking" if redacted else UNSET),
-          item=key, item_ref=_msg_ref(key.rsplit("#", 1)[0]), parent=parent)
+          ItemPayload(itemType=_BLOCK_ITEM[kind], status=status,  # type: ignore[arg-type]
+                      role="assistant" if kind == "text" else UNSET,
+                      detail="redacted thinking" if redacted else detail, **fields),
+          synthetic=synthetic, item=key, item_ref=_msg_ref(key.rsplit("#", 1)[0]), parent=parent)
     blocks = dict(state.blocks)
     blocks.pop(key, None)
+    return _replace(state, blocks=blocks)
+
+
+def _streamed_text(out: Emitter, key: str) -> dict[str, Any]:
+    """The ItemPayload text of block `key`: everything its deltas carried (the stream
+    is closed)."""
+    whole = out.take(out.id("itm", key), _TEXT)
+    return whole_fields(whole, "text") if whole is not None else {"text": ""}
+
+
+def _drop_block(state: State, out: Emitter, key: str) -> State:
+    """Forget block `key` without completing anything: its stream is closed."""
+    block = state.blocks.get(key)
+    if block is None:
+        return state
+    if block.kind == "tool":
+        if block.tool:
+            out.drop(out.id("itm", block.tool), _JSON)
+    else:
+        out.drop(out.id("itm", key), _TEXT)
+    blocks = dict(state.blocks)
+    del blocks[key]
     return _replace(state, blocks=blocks)
 
 
@@ -885,24 +928,24 @@ def _block_delta(state: State, out: Emitter, m_key: str, key: str, delta: dict[s
         text = delta.get("text" if kind == "text" else "thinking")
         if not isinstance(text, str):
             raise MalformedRecord(f"{dtype} without a string {kind!r}")
-        block = state.blocks.get(key)
-        if block is None:
+        if key not in state.blocks:
             if _is_done(state, m_key, int(key.rsplit("#", 1)[1])):
                 return state  # late delta of a completed block: its text is already out
             # a delta before any content_block_start (seed 000: stub the item first)
             _start_text(state, out, kind, key, parent, synthetic=True)
-            block = Block(kind=kind)
+            state = _replace(state, blocks={**state.blocks, key: Block(kind=kind)})
         if text:
             _emit(state, out, ContentDelta,
                   ContentDeltaPayload(streamKind=_BLOCK_STREAM[kind], delta=text),  # type: ignore[arg-type]
                   item=key, item_ref=_msg_ref(m_key), parent=parent)
-        return _replace(state, blocks={**state.blocks, key: _replace(block, text=block.text + text)})
+            out.append(out.id("itm", key), _TEXT, text)
+        return state
     if dtype == "input_json_delta":
         block = state.blocks.get(key)
         part = delta.get("partial_json")
-        if block is None or block.kind != "tool" or not isinstance(part, str):
-            return state
-        return _replace(state, blocks={**state.blocks, key: _replace(block, json=block.json + part)})
+        if block is not None and block.kind == "tool" and block.tool and isinstance(part, str):
+            out.append(out.id("itm", block.tool), _JSON, part)
+        return state
     # signature_delta (thinking signature), citations_delta: nothing a reader shows
     return state
 
@@ -913,13 +956,18 @@ def _block_stop(state: State, out: Emitter, m_key: str, index: int, parent: str 
     if block is None:
         return state  # the `assistant` line completed it already (the usual order)
     if block.kind == "tool":
-        blocks = dict(state.blocks)
-        del blocks[key]
-        state = _replace(state, blocks=blocks)
-        if block.tool and block.tool in state.tools and not state.tools[block.tool].final:
-            state = _finalize_tool(state, out, block.tool, _parse_json(block.json))
+        tid = block.tool
+        if tid and tid in state.tools and not state.tools[tid].final:
+            # the input as streamed; never cut: one message's output (max output
+            # tokens) is far below the per-item cap
+            whole = out.whole(out.id("itm", tid), _JSON)
+            state = _drop_block(state, out, key)
+            state = _finalize_tool(state, out, tid,
+                                   _parse_json(whole.text if whole is not None else ""))
+        else:
+            state = _drop_block(state, out, key)
         return _mark_done(state, m_key, index)
-    state = _complete_text(state, out, block.kind, key, block.text, parent)
+    state = _complete_text(state, out, block.kind, key, None, parent)
     return _mark_done(state, m_key, index)
 
 
@@ -931,14 +979,9 @@ def _close_blocks(state: State, out: Emitter, m: Msg, status: str,
         if not key.startswith(prefix) or block.kind == "tool":
             continue
         index = int(key[len(prefix):])
-        _emit(state, out, ItemCompleted,
-              ItemPayload(itemType=_BLOCK_ITEM[block.kind], status=status,  # type: ignore[arg-type]
-                          text=block.text, role="assistant" if block.kind == "text" else UNSET,
-                          detail=why if status == "failed" else UNSET),
-              synthetic=True, item=key, item_ref=_msg_ref(m.key), parent=m.parent)
-        blocks = dict(state.blocks)
-        del blocks[key]
-        state = _mark_done(_replace(state, blocks=blocks), m.key, index)
+        state = _complete_text(state, out, block.kind, key, None, m.parent, status=status,
+                               detail=why if status == "failed" else UNSET, synthetic=True)
+        state = _mark_done(state, m.key, index)
     return state
 
 

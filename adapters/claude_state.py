@@ -11,11 +11,12 @@ from adapters.contract import Stored
 
 
 class Block(Stored, frozen=True, kw_only=True):
-    """A content block streamed by `stream_event`s whose item is not completed yet."""
+    """A content block streamed by `stream_event`s whose item is not completed yet.
+
+    What it streamed is not kept here but in the conversation core's streams
+    (adapters.base.Emitter, "Streams"; adapters.claude says which)."""
 
     kind: str  # "text" | "thinking" | "tool"
-    text: str = ""  # text or thinking streamed so far
-    json: str = ""  # tool input JSON streamed so far (input_json_delta)
     tool: str | None = None  # tool_use id of a tool block
 
 
@@ -36,6 +37,8 @@ class Tool(Stored, frozen=True, kw_only=True):
 
     itemType: str
     toolName: str
+    # the tool call's whole input, carried by every event of the item: one message's
+    # tool_use block, so bounded by a message, and dropped with the item (its result)
     input: Any = None
     parent: str | None = None
     final: bool = False  # the whole input is known (not only streamed JSON)
@@ -51,7 +54,7 @@ class Pending(Stored, frozen=True, kw_only=True):
     requestType: str = "unknown"
     request: str | None = None  # native key of the canonical request id
     tool: str | None = None  # tool_use id the request is about
-    value: Any = None  # what a client's set_* request asked for
+    value: Any = None  # what a client's set_* request asked for (a mode, a model, a number)
 
 
 class State(Stored, frozen=True, kw_only=True):

@@ -16,18 +16,30 @@ Invariants
   delta or through `item/completed` gets a synthetic `item.started`; an item still
   open when its turn ends (the streaming agentMessage of an interrupted turn gets
   no `item/completed`) is completed synthetically, carrying what was streamed.
-* Text is never sent twice: native deltas are forwarded and remembered per item
-  and stream; on `item/completed` only the part of the final text that the deltas
-  did not carry (all of it when none came) becomes one synthetic delta.
+* Text is never sent twice: native deltas are forwarded and counted per item and
+  stream (the conversation core's streams: length and digest in the session); on
+  `item/completed` only the part of the final text that the deltas did not carry
+  (all of it when none came) becomes one synthetic delta (Emitter.rest).
 * Tool output is whole on `item.completed`: a command's `aggregatedOutput` when
   present (its deltas may miss the first chunk), else the concatenated
-  `outputDelta`s kept in the state until then.
+  `outputDelta`s read back from the spool.
 * Every server request opens a request keyed by its JSON-RPC id (providerRequestId
   = str(id)) and stays open until the client's response or `serverRequest/resolved`
   resolves it, once. Client and server ids are separate number spaces: open server
   requests and pending client requests live in two maps.
 * Canonical ids: thread from `threadId`, turn from `turnId`, item from
   (turnId, itemId), request from the JSON-RPC id; Codex ids go to providerRefs.
+
+Streams (named by the canonical item id and the native stream key: "assistant_text",
+"plan_text", "reasoning_summary_text:<i>", "reasoning_text:<i>", "command_output",
+"file_change_output"). Every one is spooled, because:
+* command_output: `aggregatedOutput` may be null on `item/completed`, then the deltas
+  are the output;
+* file_change_output: `item/completed` of a fileChange never carries its output;
+* assistant_text, plan_text, reasoning_*: `item/completed` re-sends them whole, but an
+  interrupted turn completes its open items synthetically (_complete_open) with the
+  text streamed so far, and any item may be open when its turn ends.
+The state itself keeps no text or output (codex_state.State says why it is bounded).
 
 Tricky parts: `thread/started` arrives after the `thread/start` response (which
 announces the thread first, so turns never precede their thread); `error` with
@@ -46,7 +58,7 @@ from typing import Any
 
 from msgspec import UnsetType
 
-from adapters.base import UNSET, Emitter, MalformedRecord, Message
+from adapters.base import UNSET, Emitter, MalformedRecord, Message, Whole, whole_fields
 from adapters.base import replace as _replace
 from adapters.codex_state import OpenItem, OpenRequest, OpenTurn, State
 from adapters.tools import mcp_tool_name, normalize_tool_name
@@ -758,12 +770,26 @@ def _join_text(parts: Any, key: str) -> str:
     return "".join(p[key] for p in parts if isinstance(p, dict) and isinstance(p.get(key), str))
 
 
-def _tool_output(kind: str, item: dict[str, Any], streams: dict[str, str]) -> str:
+def _tool_output(kind: str, item: dict[str, Any], out: Emitter, cid: str) -> dict[str, Any]:
+    """The `output` fields of a completed tool item (canonical id `cid`): from the item,
+    or from its spooled output stream, taken (read and closed)."""
     if kind == "commandExecution":
         aggregated = item.get("aggregatedOutput")
-        return aggregated if isinstance(aggregated, str) else streams.get("command_output", "")
+        if isinstance(aggregated, str):
+            return {"output": aggregated}
+        return _taken(out, cid, "command_output", "output")
     if kind == "fileChange":
-        return streams.get("file_change_output", "")
+        return _taken(out, cid, "file_change_output", "output")
+    return {"output": _item_output(kind, item)}
+
+
+def _taken(out: Emitter, cid: str, stream: str, field: str) -> dict[str, Any]:
+    """ItemPayload `field` (output or text) from a stream, taken; "" when none came."""
+    whole = out.take(cid, stream)
+    return whole_fields(whole, field) if whole is not None else {field: ""}
+
+
+def _item_output(kind: str, item: dict[str, Any]) -> str:
     if kind == "mcpToolCall":
         error = item.get("error")
         if isinstance(error, dict) and isinstance(error.get("message"), str):
@@ -840,11 +866,12 @@ def _status(kind: str, item: dict[str, Any], done: bool) -> str:
 
 
 def _payload(kind: str, item: dict[str, Any], done: bool,
-             streams: dict[str, str] | None = None) -> ItemPayload:
+             output: dict[str, Any] | None = None) -> ItemPayload:
+    """`output`: a completed tool item's output fields (_tool_output)."""
     fields = _tool_fields(kind, item) if kind in _TOOL_KINDS else {}
     status = _status(kind, item, done)
     if kind in _TOOL_KINDS and done:
-        fields["output"] = _tool_output(kind, item, streams or {})
+        fields.update(output if output is not None else {"output": ""})
         fields["isError"] = status in ("failed", "declined")
         if kind == "commandExecution":
             fields["exitCode"] = _int(item, "exitCode")
@@ -927,12 +954,17 @@ def _on_item_completed(state: State, p: dict[str, Any], out: Emitter) -> State:
                            _payload(kind, item, done=False), synthetic=True)
     open_item = state.items[native_id]
     at = _At(out, thread=thread, turn=open_item.turn, item=native_id)
+    cid: str = at.kw["item"]
     # the final text, less what the deltas already carried (seed 000 delta policy)
     for key, final, stream, index in _final_texts(kind, item):
-        rest = _unstreamed(open_item.streams.get(key), final)
+        rest = out.rest(cid, key, final)
         if rest:
             out.emit(ContentDelta, _delta_payload(stream, rest, index), synthetic=True, **at.kw)
-    out.emit(ItemCompleted, _payload(kind, item, done=True, streams=open_item.streams), **at.kw)
+    output = _tool_output(kind, item, out, cid) if kind in _TOOL_KINDS else None
+    # closed now, not only after the record: a later line of the same record that
+    # names the item again opens it afresh
+    out.drop_item(cid)
+    out.emit(ItemCompleted, _payload(kind, item, done=True, output=output), **at.kw)
     items = dict(state.items)
     del items[native_id]
     return _replace(state, items=items)
@@ -955,14 +987,6 @@ def _final_texts(kind: str, item: dict[str, Any]) -> list[tuple[str, str, str, i
     return []
 
 
-def _unstreamed(streamed: str | None, final: str) -> str:
-    """The part of `final` the deltas did not carry: all of it when none came, the
-    missing suffix when they stopped early, nothing when they differ (never twice)."""
-    if streamed is None:
-        return final
-    return final[len(streamed):] if final.startswith(streamed) else ""
-
-
 def _delta_payload(stream: str, delta: str, index: int | None) -> ContentDeltaPayload:
     if stream == "reasoning_summary_text":
         return ContentDeltaPayload(streamKind="reasoning_summary_text", delta=delta,
@@ -974,24 +998,41 @@ def _delta_payload(stream: str, delta: str, index: int | None) -> ContentDeltaPa
 def _complete_open(out: Emitter, native_id: str, item: OpenItem, turn_status: str) -> None:
     """A synthetic item.completed for an item its turn ended without completing."""
     kind = item.kind
+    at = _At(out, thread=item.thread, turn=item.turn, item=native_id)
+    cid: str = at.kw["item"]
     fields: dict[str, Any] = {}
     if kind in _TOOL_KINDS:
         # the input is not known here; item.started carried it
-        fields = {"toolName": _unset(item.tool), "output": _tool_output(kind, {}, item.streams)}
+        fields = {"toolName": _unset(item.tool), **_tool_output(kind, {}, out, cid)}
         fields["isError"] = turn_status != "completed"
     text_stream = {"agentMessage": "assistant_text", "plan": "plan_text"}.get(kind)
     if text_stream is not None:
-        fields["text"] = item.streams.get(text_stream, "")
+        fields.update(_taken(out, cid, text_stream, "text"))
     elif kind == "reasoning":
-        fields["text"] = "\n\n".join(v for k, v in item.streams.items() if k.startswith("reasoning"))
+        fields.update(_reasoning_streamed(out, cid))
     if kind == "agentMessage":
         fields["role"] = "assistant"
         fields["phase"] = _unset(item.phase)
+    out.drop_item(cid)  # streams left unread (an item of another kind's deltas)
     status = "completed" if turn_status == "completed" else "failed"
     out.emit(ItemCompleted, ItemPayload(
         itemType=_ITEM_TYPES.get(kind, "unknown"), status=status,  # type: ignore[arg-type]
         detail=f"the turn ended ({turn_status}) before the item completed", **fields),
-        synthetic=True, **_At(out, thread=item.thread, turn=item.turn, item=native_id).kw)
+        synthetic=True, **at.kw)
+
+
+def _reasoning_streamed(out: Emitter, cid: str) -> dict[str, Any]:
+    """The `text` fields of a reasoning item its turn never completed: its streams
+    (summary parts and raw content, in the order they opened), taken and joined."""
+    prefix = cid + "/"
+    names = [k[len(prefix):] for k in out.streams
+             if k.startswith(prefix) and k.startswith("reasoning", len(prefix))]
+    wholes = [w for w in (out.take(cid, name) for name in names) if w is not None]
+    text = "\n\n".join(w.text for w in wholes)
+    if not any(w.truncated for w in wholes):
+        return {"text": text}
+    length = sum(w.length for w in wholes) + 2 * (len(wholes) - 1)
+    return whole_fields(Whole(text, length, True), "text")
 
 
 # ---- deltas and item updates ---------------------------------------------------------
@@ -1017,12 +1058,12 @@ def _delta(kind: str, stream: str, index_field: str | None = None
         delta = _req_str(p, "delta", method)
         index = _int(p, index_field) if index_field else None
         state, native_id, item = _ensure_item(state, out, p, method, kind)
+        at = _At(out, thread=item.thread, turn=item.turn, item=native_id)
         if delta:
-            out.emit(ContentDelta, _delta_payload(stream, delta, index),
-                     **_At(out, thread=item.thread, turn=item.turn, item=native_id).kw)
-        key = stream if index_field is None else f"{stream}:{index}"
-        streams = {**item.streams, key: item.streams.get(key, "") + delta}
-        return _replace(state, items={**state.items, native_id: _replace(item, streams=streams)})
+            out.emit(ContentDelta, _delta_payload(stream, delta, index), **at.kw)
+        # spooled, every stream (see the module docstring); "" opens it
+        out.append(at.kw["item"], stream if index_field is None else f"{stream}:{index}", delta)
+        return state
     return handler
 
 

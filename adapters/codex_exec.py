@@ -23,6 +23,14 @@ Tricky parts: `file_change.changes[].kind` is a string ("add") here, unlike the
 app-server's object; `turn.failed` becomes `runtime.error` + `turn.completed
 (failed)`; the stream-level `error` event ("Reconnecting... 1/1") is a retry
 notice when it says so, otherwise fatal.
+
+Streams (the conversation core's, adapters.base.Emitter; the state keeps none of the output)
+* `command_output` of each command_execution item, spooled: `item.completed` carries
+  the whole `aggregated_output`, but a command whose turn ends first is completed
+  (failed) with the output streamed so far, which no later message repeats. A snapshot
+  that does not extend what was streamed re-bases the stream on it (reset), as the
+  stored snapshot used to be replaced.
+* Message and reasoning text needs none: it comes whole, once, in `item.completed`.
 """
 
 from __future__ import annotations
@@ -31,7 +39,7 @@ from typing import Any
 
 from msgspec import UnsetType
 
-from adapters.base import UNSET, Emitter, MalformedRecord, Message
+from adapters.base import UNSET, Emitter, MalformedRecord, Message, whole_fields
 from adapters.base import replace as _replace
 from adapters.codex_exec_state import OpenItem, State
 from topics.canonical import (
@@ -168,13 +176,17 @@ def _end_turn(state: State, out: Emitter, payload: TurnCompletedPayload,
               synthetic: bool = False) -> State:
     c = _Ctx(state, out)
     for native_id, open_item in state.items.items():
+        item = out.id("itm", native_id)
+        printed = out.take(item, _OUTPUT)
+        fields: dict[str, Any] = {}
+        if open_item.itemType == "command_execution":  # with what it printed so far
+            fields = whole_fields(printed) or {"output": ""}
+            fields["isError"] = True
         out.emit(ItemCompleted,
                  ItemPayload(itemType=open_item.itemType,  # type: ignore[arg-type]
                              status="failed", detail="the turn ended before the item completed",
-                             output=open_item.output if open_item.itemType == "command_execution"
-                             else UNSET,
-                             isError=True if open_item.itemType == "command_execution" else UNSET),
-                 synthetic=True, thread=c.thread, turn=c.turn, item=out.id("itm", native_id),
+                             **fields),
+                 synthetic=True, thread=c.thread, turn=c.turn, item=item,
                  refs=_item_refs(state, native_id))
     if state.turnOpen or not synthetic:
         out.emit(TurnCompleted, payload, synthetic=synthetic, thread=c.thread, turn=c.turn,
@@ -275,7 +287,7 @@ def _on_item_started(state: State, obj: dict[str, Any], out: Emitter) -> State:
     if native_id in state.items:  # a repeated start adds nothing
         return state
     state = _start(state, out, item, native_id, kind, synthetic=False)
-    state = _stream_output(state, out, item, native_id, kind)
+    _stream_output(state, out, item, native_id, kind)
     return _plan(state, out, item, kind)
 
 
@@ -286,7 +298,7 @@ def _on_item_updated(state: State, obj: dict[str, Any], out: Emitter) -> State:
     c = _Ctx(state, out)
     out.emit(ItemUpdated, _payload(kind, item, done=False), thread=c.thread, turn=c.turn,
              item=out.id("itm", native_id), refs=_item_refs(state, native_id))
-    state = _stream_output(state, out, item, native_id, kind)
+    _stream_output(state, out, item, native_id, kind)
     return _plan(state, out, item, kind)
 
 
@@ -301,7 +313,8 @@ def _on_item_completed(state: State, obj: dict[str, Any], out: Emitter) -> State
     if stream is not None and item.get("text"):
         out.emit(ContentDelta, ContentDeltaPayload(streamKind=stream, delta=item["text"]),  # type: ignore[arg-type]
                  synthetic=True, thread=c.thread, turn=c.turn, item=canonical, refs=refs)
-    state = _stream_output(state, out, item, native_id, kind)
+    _stream_output(state, out, item, native_id, kind)
+    out.drop(canonical, _OUTPUT)  # the item carries its native aggregated_output instead
     state = _plan(state, out, item, kind)
     out.emit(ItemCompleted, _payload(kind, item, done=True), thread=c.thread, turn=c.turn,
              item=canonical, refs=refs)
@@ -310,23 +323,31 @@ def _on_item_completed(state: State, obj: dict[str, Any], out: Emitter) -> State
     return _replace(state, items=items)
 
 
+_OUTPUT = "command_output"  # a command's stream (spooled: see the module docstring)
+
+
 def _stream_output(state: State, out: Emitter, item: dict[str, Any], native_id: str,
-                   kind: str) -> State:
-    """Stream the part of a command's aggregated output not streamed yet."""
+                   kind: str) -> None:
+    """Stream the part of a command's aggregated output past what was streamed (by
+    length: a snapshot that does not extend the last one still streams only its
+    characters past that length, and becomes the output kept)."""
     if kind != "command_execution":
-        return state
+        return
     output = item.get("aggregated_output")
-    open_item = state.items.get(native_id)
-    if not isinstance(output, str) or open_item is None or len(output) <= len(open_item.output):
-        return state
+    if not isinstance(output, str) or native_id not in state.items:
+        return
+    canonical = out.id("itm", native_id)
+    streamed = max(out.streamed(canonical, _OUTPUT), 0)
+    if len(output) <= streamed:
+        return
+    delta = output[streamed:]
     c = _Ctx(state, out)
-    out.emit(ContentDelta,
-             ContentDeltaPayload(streamKind="command_output", delta=output[len(open_item.output):]),
-             thread=c.thread, turn=c.turn, item=out.id("itm", native_id),
-             refs=_item_refs(state, native_id))
-    items = dict(state.items)
-    items[native_id] = OpenItem(open_item.itemType, output)
-    return _replace(state, items=items)
+    out.emit(ContentDelta, ContentDeltaPayload(streamKind="command_output", delta=delta),
+             thread=c.thread, turn=c.turn, item=canonical, refs=_item_refs(state, native_id))
+    if out.extends(canonical, _OUTPUT, output):
+        out.append(canonical, _OUTPUT, delta)
+    else:
+        out.reset(canonical, _OUTPUT, output)
 
 
 def _plan(state: State, out: Emitter, item: dict[str, Any], kind: str) -> State:

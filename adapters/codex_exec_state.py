@@ -9,8 +9,10 @@ from adapters.contract import Stored
 
 
 class OpenItem(Stored, frozen=True):
+    """An item started and not completed yet. A command's output streamed so far is its
+    `command_output` stream (spooled by the conversation core), never held here."""
+
     itemType: str
-    output: str = ""  # aggregated_output streamed so far (delivered whole if the turn ends)
 
 
 class State(Stored, frozen=True, kw_only=True):

@@ -16,10 +16,8 @@ class OpenItem(Stored, frozen=True, kw_only=True):
     turn: str
     tool: str | None = None  # normalised tool name, for a completion Codex never sends
     phase: str | None = None  # agentMessage phase (commentary / final_answer)
-    # text streamed so far, by stream ("assistant_text", "reasoning_summary_text:0",
-    # "command_output", ...): what deltas already carried, and a command's output
-    # until item/completed; dropped with the item
-    streams: dict[str, str] = {}
+    # what its deltas carried is not here: the item's streams (Session.streams, by
+    # canonical item id) hold lengths and digests, the spool the bytes (adapters.codex)
 
 
 class OpenTurn(Stored, frozen=True, kw_only=True):
@@ -37,9 +35,14 @@ class OpenRequest(Stored, frozen=True, kw_only=True):
 
 
 class State(Stored, frozen=True, kw_only=True):
+    """No text or output is kept (the conversation core's streams and spool hold
+    those): turns, items and requests leave when they end, closedTurns keeps the last
+    few, and only ids and small settings (the model, a turn's last token usage) are
+    copied from the native messages. `threads` grows by one id per thread announced."""
+
     started: bool = False  # session.started emitted
     model: str | None = None  # model of the last configured thread
-    threads: tuple[str, ...] = ()  # threads announced with thread.started
+    threads: tuple[str, ...] = ()  # threads announced with thread.started (ids only)
     turns: dict[str, OpenTurn] = {}
     closedTurns: tuple[str, ...] = ()  # the last few ended turns: late messages never reopen them
     items: dict[str, OpenItem] = {}  # by Codex item id

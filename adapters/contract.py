@@ -42,7 +42,7 @@ class Stream(Stored, frozen=True, kw_only=True):
 
     chars: int = 0  # characters carried so far
     size: int = 0  # their UTF-8 bytes
-    digest: int = 0  # polynomial hash of those bytes (adapters.base._extend)
+    digest: int = 1  # CRC-32 and Adler-32 of those bytes (adapters.base._extend)
     chunks: int = 0  # chunks spooled so far (0: nothing spooled)
     head: int = 0  # chunks kept as the head, once the head is full (0: not yet)
     prev: int = 0  # first chunk of the previous tail segment (== cur: none)
@@ -72,7 +72,10 @@ class Session(Stored, Generic[S], frozen=True, kw_only=True):
 
     `watermark` is the last source position applied (Kafka offset, or line number
     in replay) and `partition` its partition: a record at or below the watermark is a
-    redelivery and changes nothing. `epochMs` is the time of the first record (see
+    redelivery and changes nothing. Offsets of different partitions do not compare:
+    when a session's records move to another partition (partitions added to a raw
+    topic, sidecars with different partitioners), `marks` keeps each earlier
+    partition's watermark, and the move is said in a runtime.warning. `epochMs` is the time of the first record (see
     event_id). `thread`, `turn` and `open` follow the events emitted (the open turn,
     open items by id with their type), so a session can be closed without knowing
     its runtime (close_session). `streams` are the open items' text and output
@@ -89,6 +92,7 @@ class Session(Stored, Generic[S], frozen=True, kw_only=True):
     open: dict[str, str] = {}
     state: S
     streams: dict[str, Stream] = {}  # open streams by "<itemId>/<stream>" (Emitter.append)
+    marks: dict[int, int] = {}  # watermarks of the partitions the session's records left
 
 
 class Message(Struct, gc=False):

@@ -35,6 +35,10 @@ Tricky parts
   from the API gives only the result (no error line). A cancelled run
   (FatalCancellationError) ends the turn as cancelled.
 * No thought events: stream-json does not emit `thought` parts.
+
+Streams (the conversation core's, adapters.base.Emitter; the state keeps none of the text)
+* `assistant_text` of each assistant_message item, spooled: Gemini sends only delta
+  chunks, never the whole reply, and the item's completion must carry its whole text.
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ from typing import Any
 
 from msgspec import UnsetType
 
-from adapters.base import UNSET, Emitter, MalformedRecord, Message
+from adapters.base import UNSET, Emitter, MalformedRecord, Message, whole_fields
 from adapters.base import replace as _replace
 from adapters.gemini_state import Reply, State, Tool
 from adapters.tools import item_type_for_tool, normalize_tool_name
@@ -214,26 +218,31 @@ def _msg_item(out: Emitter, n: int) -> str:
     return out.id("itm", "msg", str(n))
 
 
+_TEXT = "assistant_text"  # the reply's stream (spooled: see the module docstring)
+
+
 def _close_reply(state: State, out: Emitter) -> State:
     reply = state.reply
     if reply is None:
         return state
     c = _Ctx(state, out)
+    item = _msg_item(out, reply.n)
+    text = whole_fields(out.take(item, _TEXT), "text") or {"text": ""}
     out.emit(ItemCompleted,
              ItemPayload(itemType="assistant_message", status="completed", role="assistant",
-                         text=reply.text),
-             synthetic=True, thread=c.thread, turn=c.turn, item=_msg_item(out, reply.n),
-             refs=c.refs)
+                         **text),
+             synthetic=True, thread=c.thread, turn=c.turn, item=item, refs=c.refs)
     return _replace(state, reply=None)
 
 
 def _open_reply(state: State, out: Emitter) -> State:
     reply = Reply(n=state.items + 1)
     c = _Ctx(state, out)
+    item = _msg_item(out, reply.n)
     out.emit(ItemStarted,
              ItemPayload(itemType="assistant_message", status="inProgress", role="assistant"),
-             synthetic=True, thread=c.thread, turn=c.turn, item=_msg_item(out, reply.n),
-             refs=c.refs)
+             synthetic=True, thread=c.thread, turn=c.turn, item=item, refs=c.refs)
+    out.append(item, _TEXT, "")  # opened, spooled
     return _replace(state, items=reply.n, reply=reply)
 
 
@@ -257,10 +266,10 @@ def _on_message(state: State, obj: dict[str, Any], out: Emitter) -> State:
     reply = state.reply
     assert reply is not None
     c = _Ctx(state, out)
+    item = _msg_item(out, reply.n)
     out.emit(ContentDelta, ContentDeltaPayload(streamKind="assistant_text", delta=content),
-             synthetic=whole, thread=c.thread, turn=c.turn, item=_msg_item(out, reply.n),
-             refs=c.refs)
-    state = _replace(state, reply=_replace(reply, text=reply.text + content))
+             synthetic=whole, thread=c.thread, turn=c.turn, item=item, refs=c.refs)
+    out.append(item, _TEXT, content)
     return _close_reply(state, out) if whole else state
 
 

@@ -14,14 +14,19 @@ class Tool(Stored, frozen=True, kw_only=True):
     """A tool_use waiting for its tool_result."""
 
     name: str  # normalised
+    # The call's parameters (as large as the model wrote them: a written file's content),
+    # kept whole because tool_result does not repeat them. Not spooled: bounded by one
+    # model response, and held only from the tool_use to its tool_result, which
+    # stream-json separates by that response's other lines at most (it writes nothing
+    # while a tool runs), so it never grows with the session.
     input: Any = None
 
 
 class Reply(Stored, frozen=True, kw_only=True):
-    """The assistant message that delta chunks are appended to."""
+    """The assistant message that delta chunks are appended to (its text is the item's
+    `assistant_text` stream, spooled by the conversation core, never held here)."""
 
     n: int  # session-wide item ordinal (names the item)
-    text: str = ""
 
 
 class State(Stored, frozen=True, kw_only=True):

@@ -108,15 +108,26 @@ class BatchSpool:
                 if (value is None) == drops]
 
 
+class BadHeader(ValueError):
+    """A header canonflow reads holds a value it cannot take."""
+
+
 def parse_headers(headers: Any) -> tuple[Origin, int | None]:
-    """(origin, capture time ms) from Kafka headers given as a mapping or (k, v) pairs."""
+    """(origin, capture time ms) from Kafka headers given as a mapping or (k, v) pairs.
+    No `origin` header means the agent wrote it (DESIGN.md, raw records); one that is
+    neither `agent` nor `client` raises BadHeader: taking a client's decision for the
+    agent's words invents requests, so such a record is dead-lettered, not guessed at.
+    A `t` that is not an integer is ignored (the Kafka timestamp stands in)."""
     items: Iterable[tuple[str, Any]] = headers.items() if hasattr(headers, "items") else headers or ()
     origin: Origin = "agent"
     t: int | None = None
     for k, v in items:
         if isinstance(v, bytes):
             v = v.decode("utf-8", "replace")
-        if k == HEADER_ORIGIN and v in ("agent", "client"):
+        if k == HEADER_ORIGIN:
+            if v not in ("agent", "client"):
+                raise BadHeader(f"header {HEADER_ORIGIN!r} is {str(v)[:40]!r}: it must be "
+                                "'agent' or 'client'")
             # the literal itself, not the decoded copy: msgspec's omit_defaults compares
             # by identity, and raw.origin must be written exactly as replay writes it
             origin = "agent" if v == "agent" else "client"
@@ -184,13 +195,17 @@ class Normalizer:
         """Translate one raw record. Never raises for bad input: it becomes dead letters.
         The session's pending text and output are read from and written to `spool` (a
         fresh MemorySpool when None: enough for a session in one record)."""
-        origin, t = parse_headers(headers)
+        try:
+            origin, t = parse_headers(headers)
+        except BadHeader as e:
+            return Output(None, [], [self._dead(key, partition, offset, UNSET, timestamp_ms,
+                                                str(e), "BadHeader", value or b"")])
         time_ms = t if t is not None else timestamp_ms
 
         def dead(reason: str, cls: str, data: bytes, line: int | None = None) -> bytes:
             return self._dead(key, partition, offset, origin, time_ms, reason, cls, data, line)
 
-        if key is None:
+        if not key:  # None or b"": records of every sandbox would merge into one session
             return Output(None, [], [dead("record has no key (the key must be the session id)",
                                           "MissingKey", value or b"")])
         if value is None:

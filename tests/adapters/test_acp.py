@@ -331,3 +331,52 @@ def test_state_survives_msgpack_and_drops_completed_items():
     state = session.state
     assert msgspec.msgpack.decode(msgspec.msgpack.encode(state), type=acp.State) == state
     assert state.tools == {} and state.client == {} and state.agent == {}
+
+
+def test_a_long_answer_and_command_output_are_spooled_not_kept_in_the_session():
+    """2,000 answer chunks of 1 KiB and a command whose terminal output is polled as
+    growing snapshots (ACP never sends tool output as deltas), fed record by record:
+    the stored session stays small, the completed items carry everything."""
+    import msgspec
+
+    from adapters import MemorySpool, Session, new_session, translate_record
+    from topics.canonical import ContentDelta, ItemCompleted
+
+    chunks = [f"{i:05d}" + "abcdefgh" * 127 + "\n" for i in range(2000)]  # 1 KiB each
+    answer = "".join(chunks)
+    output = "".join(f"{i:04d} " + "o" * 16378 + "\n" for i in range(64))  # 1 MiB, 64 polls
+    polls = [output[:(i + 1) * 16384] for i in range(64)]
+    tc, term = "call_long", "term-1"
+    lines = capture_lines(_session(
+        ("agent", _update(sessionUpdate="tool_call", toolCallId=tc, title="make", kind="execute",
+                          status="pending", rawInput={"command": "make"})),
+        ("agent", _rpc(id=0, method="terminal/create", params={"sessionId": SID, "command": "make"})),
+        ("client", _rpc(id=0, result={"terminalId": term})),
+        ("agent", _update(sessionUpdate="tool_call_update", toolCallId=tc, status="in_progress",
+                          content=[{"type": "terminal", "terminalId": term}])),
+        *[m for n, p in enumerate(polls, 1) for m in (
+            ("agent", _rpc(id=n, method="terminal/output",
+                           params={"sessionId": SID, "terminalId": term})),
+            ("client", _rpc(id=n, result={"output": p, "truncated": False})))],
+        ("agent", _update(sessionUpdate="tool_call_update", toolCallId=tc, status="completed")),
+        *[("agent", _update(sessionUpdate="agent_message_chunk",
+                            content={"type": "text", "text": c})) for c in chunks],
+        ("agent", _rpc(id=2, result={"stopReason": "end_turn"})),
+    ))
+    enc, dec = msgspec.msgpack.Encoder(), msgspec.msgpack.Decoder(Session[acp.State])
+    session, spool, events, sizes = new_session(acp), MemorySpool(), [], []
+    for n, line in enumerate(lines, 1):
+        session, evs, failures = translate_record(acp, session, "s", [line], offset=n,  # type: ignore[arg-type]
+                                                  spool=spool)
+        assert not failures
+        events += [e for e in evs if isinstance(e, (ContentDelta, ItemCompleted))]
+        encoded = enc.encode(session)
+        sizes.append(len(encoded))
+        session = dec.decode(encoded)
+    assert max(sizes) < 4096, max(sizes)
+    assert "".join(e.payload.delta for e in events if isinstance(e, ContentDelta)) == answer
+    done = [e.payload for e in events if isinstance(e, ItemCompleted)]
+    bash = next(p for p in done if p.toolName == "Bash")
+    assert (bash.output, bash.outputTruncated, bash.status) == (output, msgspec.UNSET, "completed")
+    assert done[-1].itemType == "assistant_message" and done[-1].text == answer
+    assert len(spool) == 0 and session.streams == {}

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from adapters import get, new_session, translate_record
+from adapters import MemorySpool, get, new_session, translate_record
 from adapters.base import Session
 from adapters.chat import ChatState, initial, project_event
 from tests.adapters.harness import SHARED, capture_lines
@@ -30,15 +30,16 @@ def chat_per_input(provider: str, session_id: str, messages: list[tuple[str, Any
                    ) -> list[list[dict[str, Any]]]:
     """For each native message in order: the chat records it produced."""
     t = get(provider)
-    session = new_session(t)
+    session, spool = new_session(t), MemorySpool()
     chat: Session[ChatState] = Session(state=initial())
     out: list[list[dict[str, Any]]] = []
     for n, line in enumerate(capture_lines(messages)):
-        session, events, failures = translate_record(t, session, session_id, [line], offset=n)
+        session, events, failures = translate_record(t, session, session_id, [line], offset=n,
+                                                     spool=spool)
         assert not failures, failures[0].error
         records: list[dict[str, Any]] = []
         for ev in events:
-            chat, recs = project_event(chat, ev, offset=ev.seq)
+            chat, recs = project_event(chat, ev, offset=ev.seq, spool=spool)
             records += [json.loads(encode_chat(r)) for r in recs]
         out.append(records)
     return out

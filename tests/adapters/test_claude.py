@@ -424,3 +424,75 @@ def test_any_message_translates_or_is_a_malformed_record(messages, provider):
     for n, line in enumerate(capture_lines(messages), 1):
         session, _, failures = translate_record(t, session, "s", [line], offset=n)
         assert all(isinstance(f.error, AdapterError) for f in failures)
+
+
+def test_a_long_stream_keeps_the_session_small_and_completes_its_items_whole():
+    """2,000 text deltas of 1 KiB, a tool input streamed in parts, and a large tool
+    result, fed record by record with the session encoded and decoded between records:
+    the stored session stays under 4 KiB, the streamed bytes live in the spool until
+    their item completes, and the completed items carry them whole."""
+    from adapters import MemorySpool, Session, new_session, translate_record
+    from topics.canonical import encode_event
+
+    parts = [f"{i:05d}" + "." * 1018 + "\n" for i in range(2000)]  # 1 KiB each
+    answer = "".join(parts)
+    command = {"command": "seq 1 200000", "description": "count"}
+    json_text = msgspec.json.encode(command).decode()
+    json_parts = [json_text[i:i + 3] for i in range(0, len(json_text), 3)]
+    output = "".join(f"{n}\n" for n in range(1, 200001))  # 1.3 MB, sent whole (Claude
+    # streams no tool output)
+    delta = ({"type": "content_block_delta", "index": 0,
+              "delta": {"type": "text_delta", "text": p}} for p in parts)
+    json_delta = ({"type": "content_block_delta", "index": 1,
+                   "delta": {"type": "input_json_delta", "partial_json": p}} for p in json_parts)
+    tool_use = {"type": "tool_use", "id": "t1", "name": "Bash", "input": command}
+    messages = [
+        {"type": "system", "subtype": "init", "cwd": "/w", "session_id": SID, "model": "m"},
+        _se({"type": "message_start", "message": {"id": "m1"}}),
+        _se({"type": "content_block_start", "index": 0,
+             "content_block": {"type": "text", "text": ""}}),
+        *map(_se, delta),
+        # the stop before the block's line: the item completes from the spool
+        _se({"type": "content_block_stop", "index": 0}),
+        _assistant("m1", {"type": "text", "text": answer}),
+        _se({"type": "content_block_start", "index": 1,
+             "content_block": {**tool_use, "input": {}}}),
+        *map(_se, json_delta),
+        _se({"type": "content_block_stop", "index": 1}),  # the input, from the spool
+        _assistant("m1", tool_use),
+        _se({"type": "message_stop"}),
+        {"type": "user", "session_id": SID, "message": {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "t1", "content": output}]}},
+        _result(),
+    ]
+    t = get("claude")
+    codec = msgspec.msgpack.Decoder(Session[claude.State])
+    spool = MemorySpool()
+    session = new_session(t)
+    events: list[dict[str, Any]] = []
+    sizes, held = [], []
+    for n, line in enumerate(capture_lines([("agent", m) for m in messages]), 1):
+        session, got, failures = translate_record(t, session, "s1", [line], offset=n,
+                                                  spool=spool)
+        assert not failures, failures[0].error
+        stored = msgspec.msgpack.encode(session)
+        sizes.append(len(stored))
+        held.append(len(spool))
+        session = codec.decode(stored)
+        events.extend(json.loads(encode_event(e)) for e in got)
+    assert max(sizes) < 4096, max(sizes)
+    assert max(held) >= 2000  # the text was spooled, one chunk per record...
+    assert held[-1] == 0 and len(spool) == 0  # ...and dropped with its item
+
+    assert_envelope_invariants(events)
+    assert_deltas_make_every_message(events)
+    text_deltas = [e["payload"]["delta"] for e in events if e["type"] == "content.delta"]
+    assert len(text_deltas) == 2000 and "".join(text_deltas) == answer
+    completed = [e["payload"] for e in events if e["type"] == "item.completed"]
+    assert [(p["itemType"], p["status"]) for p in completed] == [
+        ("assistant_message", "completed"), ("command_execution", "completed")]
+    assert completed[0]["text"] == answer and "textTruncated" not in completed[0]
+    assert completed[1]["input"] == {**command, "cwd": "/w"}
+    assert completed[1]["output"] == output
+    updated = [e["payload"] for e in events if e["type"] == "item.updated"]
+    assert updated[0]["input"] == {**command, "cwd": "/w"}  # finalized from the streamed JSON

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from adapters import Line, Session, get, new_session, translate_record
+from adapters import Line, MemorySpool, Session, get, new_session, translate_record
 from adapters import codex as adapter
 from adapters.base import AdapterError, canonical_id
 from tests.adapters.harness import (
@@ -325,6 +325,67 @@ def test_interrupted_turn_completes_the_streaming_message_before_the_turn():
     assert_envelope_invariants(events)
 
 
+def test_interrupted_reasoning_completes_with_its_streamed_parts_joined():
+    events = _run([
+        *_started(),
+        _delta("item/reasoning/summaryTextDelta", "r", "Plan", summaryIndex=0),
+        _delta("item/reasoning/summaryTextDelta", "r", " it.", summaryIndex=0),
+        _delta("item/reasoning/summaryTextDelta", "r", "Then é.", summaryIndex=1),
+        _delta("item/reasoning/textDelta", "r", "raw", contentIndex=0),
+        ("agent", {"method": "turn/completed", "params": _turn("interrupted")}),
+    ])
+    done = _of(events, "item.completed")[0]
+    assert done["synthetic"] and done["payload"]["text"] == "Plan it.\n\nThen é.\n\nraw"
+
+
+def test_long_streams_keep_the_session_small_and_complete_whole_from_the_spool():
+    # 2,000 deltas of 1 KiB each: a command whose completion has no aggregatedOutput
+    # (the output is the deltas), then an answer whose turn is interrupted (the
+    # synthetic completion carries the streamed text); the session is encoded and
+    # decoded between records, as the worker's table stores it
+    chunks = [f"{i:05d}" + "é" * 1018 + "\n" for i in range(2000)]  # 1,024 characters
+    output, answer = "".join(chunks), "".join(c.upper() for c in chunks)
+    cmd = {"type": "commandExecution", "id": "c", "command": "x", "cwd": "/w",
+           "commandActions": [], "status": "inProgress"}
+    lines = capture_lines([
+        *_started(),
+        _item("item/started", cmd),
+        *[_delta("item/commandExecution/outputDelta", "c", c) for c in chunks],
+        _item("item/completed", {**cmd, "status": "completed", "exitCode": 0,
+                                 "aggregatedOutput": None}),
+        _item("item/started", {"type": "agentMessage", "id": "m", "text": "", "phase": None}),
+        *[_delta("item/agentMessage/delta", "m", c.upper()) for c in chunks],
+        ("agent", {"method": "turn/completed", "params": _turn("interrupted")}),
+    ])
+    translator = get("codex")
+    enc, dec = msgspec.msgpack.Encoder(), msgspec.msgpack.Decoder(Session[adapter.State])
+    session, spool = new_session(translator), MemorySpool()
+    encoded: list[bytes] = []
+    largest = 0
+    for n, line in enumerate(lines, 1):
+        session, got, failures = translate_record(translator, dec.decode(enc.encode(session)),
+                                                  "s1", [line], offset=n, spool=spool)
+        assert not failures
+        encoded.extend(encode_event(e) for e in got)
+        largest = max(largest, len(enc.encode(session)))
+        if n == len(chunks) + 3:  # the command completed: its chunks are gone
+            assert len(spool) == 0 and not session.streams
+    assert largest < 4096, largest
+    assert len(spool) == 0 and not session.streams
+    events = events_of(encoded)
+    deltas: dict[str, list[str]] = {}
+    for e in _of(events, "content.delta"):
+        deltas.setdefault(e["payload"]["streamKind"], []).append(e["payload"]["delta"])
+    assert "".join(deltas["command_output"]) == output
+    assert "".join(deltas["assistant_text"]) == answer
+    done = {e["providerRefs"]["providerItemId"]: e for e in _of(events, "item.completed")}
+    assert done["c"]["payload"]["output"] == output and not done["c"]["synthetic"]
+    assert done["m"]["payload"]["text"] == answer and done["m"]["synthetic"]
+    assert "outputTruncated" not in done["c"]["payload"]
+    assert "textTruncated" not in done["m"]["payload"]
+    assert_envelope_invariants(events)
+
+
 def test_a_delta_before_its_item_opens_the_turn_and_a_stub_item():
     msg = {"type": "agentMessage", "id": "m", "text": "", "phase": "commentary"}
     events = _run([
@@ -360,9 +421,10 @@ def test_a_request_is_resolved_once_and_an_unanswered_one_stays_open():
 
 def _session_after(lines: list[Line]) -> Session[Any]:
     translator = get("codex")
-    session = new_session(translator)
+    session, spool = new_session(translator), MemorySpool()
     for n, line in enumerate(lines):
-        session, _, failures = translate_record(translator, session, "s1", [line], offset=n)
+        session, _, failures = translate_record(translator, session, "s1", [line], offset=n,
+                                                spool=spool)
         assert not failures
     return session
 
@@ -572,10 +634,10 @@ def test_schema_generated_conversations_translate_without_failure_or_warning(onl
     @given(_conversations(only_lifecycle))
     def check(messages: list[tuple[str, Any]]) -> None:
         translator = get("codex")
-        session = new_session(translator)
+        session, spool = new_session(translator), MemorySpool()
         for n, line in enumerate(capture_lines(messages)):
             session, events, failures = translate_record(translator, session, "s1", [line],
-                                                         offset=n)
+                                                         offset=n, spool=spool)
             assert not failures, f"{line.data!r}: {failures[0].error}"
             assert not [e for e in events if e.__struct_config__.tag == "runtime.warning"], \
                 line.data

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
+import msgspec
 import pytest
 
+from adapters import Line, MemorySpool, Session, codex_exec, new_session, translate_record
+from adapters.base import UNSET
 from tests.adapters.harness import (
     SHARED,
     assert_envelope_invariants,
@@ -18,6 +22,7 @@ from tests.adapters.harness import (
     read_native,
     run_whole,
 )
+from topics.canonical import ContentDelta, ItemCompleted, ItemPayload
 
 REAL = sorted((SHARED / "fixtures" / "real" / "codex").glob("codex-exec-json-*.jsonl"))
 CAPTURED = sorted((Path(__file__).parents[1] / "fixtures" / "captured" / "codex-exec")
@@ -91,3 +96,49 @@ def test_a_new_turn_closes_an_unfinished_one_as_interrupted():
     assert_envelope_invariants(events)
     states = [e["payload"]["state"] for e in events if e["type"] == "turn.completed"]
     assert states == ["interrupted", "completed"]
+
+
+# ---- a long command output: a bounded session, the output spooled (adapters.base) -----
+
+
+def _long_command(chunks: list[str]) -> Iterator[Line]:
+    """A command printing `chunks`, one item.updated snapshot each, whose turn ends
+    before it completes: only the spool still has its output then."""
+    item = {"id": "c", "type": "command_execution", "command": "yes", "status": "in_progress"}
+    yield Line(msgspec.json.encode({"type": "thread.started", "thread_id": "th-long"}))
+    yield Line(msgspec.json.encode({"type": "turn.started"}))
+    yield Line(msgspec.json.encode({"type": "item.started",
+                                    "item": {**item, "aggregated_output": ""}}))
+    output = ""
+    for chunk in chunks:
+        output += chunk
+        yield Line(msgspec.json.encode({"type": "item.updated",
+                                        "item": {**item, "aggregated_output": output}}))
+    yield Line(msgspec.json.encode({"type": "turn.completed", "usage": {}}))
+
+
+def test_a_long_command_output_keeps_the_session_small_and_is_delivered_whole():
+    """2,000 snapshots growing by 1 KiB, fed record by record with the session encoded
+    and decoded between records; the turn ends first, so the failed item's output is
+    read back from the spool. (A completed command carries the native
+    aggregated_output: test_command_output_is_streamed_once_and_completed_whole.)"""
+    chunks = [f"{i:04d}" + "é" * 8 + "x" * 1003 + "\n" for i in range(2000)]  # 1 KiB each
+    enc, dec = msgspec.msgpack.Encoder(), msgspec.msgpack.Decoder(Session[codex_exec.State])
+    session, spool = new_session(codex_exec), MemorySpool()
+    deltas: list[str] = []
+    completed: list[ItemPayload] = []
+    for n, line in enumerate(_long_command(chunks)):
+        session, events, failures = translate_record(codex_exec, session, "s1", [line],  # type: ignore[arg-type]
+                                                     offset=n, spool=spool)
+        assert not failures
+        stored = enc.encode(session)
+        assert len(stored) < 4096, f"record {n}: the session takes {len(stored)} bytes"
+        session = dec.decode(stored)
+        deltas += [e.payload.delta for e in events if isinstance(e, ContentDelta)]
+        completed += [e.payload for e in events if isinstance(e, ItemCompleted)]
+        if n == len(chunks) + 2:  # the last snapshot: one chunk per record in the spool
+            assert len(spool) == len(chunks)
+    assert deltas == chunks
+    [done] = completed
+    assert (done.status, done.output, done.outputTruncated) == ("failed", "".join(chunks), UNSET)
+    assert len(spool) == 0 and session.streams == {}

@@ -15,7 +15,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from adapters import AdapterError, Line, Session, get, new_session, providers, translate_record
+from adapters import (
+    AdapterError,
+    Line,
+    MalformedRecord,
+    Session,
+    get,
+    new_session,
+    providers,
+    translate_record,
+)
 from topics.canonical import decode_event, encode_event
 
 json_leaf = st.none() | st.booleans() | st.integers(-2**40, 2**40) | st.floats(
@@ -133,3 +142,22 @@ def test_the_payload_check_rejects_exactly_what_the_payload_type_rejects(cls: ty
     except msgspec.ValidationError:
         checked = False
     assert checked == valid, (cls.__name__, values)
+
+
+@pytest.mark.parametrize("provider", providers())
+def test_one_poison_line_costs_exactly_that_line(provider: str):
+    """A line nested deeper than any decoder goes, or with a capture time no date can
+    say, fails alone (MalformedRecord); the good lines around it are translated as if it
+    never came."""
+    t = get(provider)
+    deep = b'{"type":"x","method":"x","a":' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    good = [Line(b'{"type":"unknown.kind","method":"unknown/kind"}', "agent", 1_764_000_000_000)]
+    poison = [Line(deep, "agent", 1_764_000_000_001),
+              Line(good[0].data, "agent", 10**20), Line(good[0].data, "agent", -1)]
+    _, alone, none = translate_record(t, new_session(t), "s", good, offset=1)
+    assert not none
+    session, events, failures = translate_record(t, new_session(t), "s", poison[:1] + good
+                                                 + poison[1:], offset=1)
+    assert [f.line for f in failures] == [0, 2, 3]
+    assert all(isinstance(f.error, MalformedRecord) for f in failures)
+    assert [e.seq for e in events] == [e.seq for e in alone]

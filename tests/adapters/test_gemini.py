@@ -10,7 +10,8 @@ from typing import Any
 import msgspec
 import pytest
 
-from adapters import Line, gemini, new_session, translate_record
+from adapters import Line, MemorySpool, Session, gemini, new_session, translate_record
+from adapters.base import UNSET
 from tests.adapters.harness import (
     assert_envelope_invariants,
     assert_three_ways,
@@ -20,6 +21,7 @@ from tests.adapters.harness import (
     read_capture,
     run_whole,
 )
+from topics.canonical import ContentDelta, ItemCompleted, ItemPayload
 
 CAPTURED = sorted((Path(__file__).parents[1] / "fixtures" / "captured" / "gemini")
                   .glob("*.capture.jsonl"))
@@ -136,16 +138,18 @@ def test_wrong_shapes_are_malformed_records():
 
 
 def test_state_survives_msgpack_and_is_empty_after_the_result():
-    session = new_session(gemini)
+    session, spool = new_session(gemini), MemorySpool()  # type: ignore[arg-type]
     lines = _lines(INIT, USER, {"type": "tool_use", "tool_name": "glob", "tool_id": "g", "parameters": {}},
                    {"type": "message", "role": "assistant", "content": "x", "delta": True})
     for n, line in enumerate(lines):
-        session, _, failures = translate_record(gemini, session, "s", [line], offset=n)  # type: ignore[arg-type]
+        session, _, failures = translate_record(gemini, session, "s", [line], offset=n,  # type: ignore[arg-type]
+                                                spool=spool)
         assert not failures
     state = session.state
     assert msgspec.msgpack.decode(msgspec.msgpack.encode(state), type=gemini.State) == state
     session, _, _ = translate_record(gemini, session, "s", _lines({"type": "result", "status": "success"}),  # type: ignore[arg-type]
-                                     offset=99)
+                                     offset=99, spool=spool)
+    assert len(spool) == 0
     assert session.state.tools == {} and session.state.reply is None
 
 
@@ -204,3 +208,37 @@ def test_gemini_and_acp_give_the_same_chat_view():
             ("text", "It printed ok."), ("done", "completed")]
     assert _chat(events_of(run_whole("gemini", stream_json))) == want
     assert _chat(events_of(run_whole("acp", acp))) == want
+
+
+# ---- a long reply: a bounded session, the text spooled (adapters.base) ---------------
+
+
+def test_a_long_reply_keeps_the_session_small_and_completes_whole():
+    """2,000 deltas of 1 KiB, fed record by record with the session encoded and decoded
+    between records: Gemini never sends the reply whole, so its item's text is read
+    back from the spool on completion, and the spool is empty after it."""
+    chunks = [f"{i:04d}" + "é" * 8 + "x" * 1003 + "\n" for i in range(2000)]  # 1 KiB each
+    lines = _lines(INIT, USER,
+                   *({"type": "message", "role": "assistant", "content": c, "delta": True}
+                     for c in chunks),
+                   {"type": "result", "status": "success"})
+    enc, dec = msgspec.msgpack.Encoder(), msgspec.msgpack.Decoder(Session[gemini.State])
+    session, spool = new_session(gemini), MemorySpool()
+    deltas: list[str] = []
+    completed: list[ItemPayload] = []
+    for n, line in enumerate(lines):
+        session, events, failures = translate_record(gemini, session, SID, [line],  # type: ignore[arg-type]
+                                                     offset=n, spool=spool)
+        assert not failures
+        stored = enc.encode(session)
+        assert len(stored) < 4096, f"record {n}: the session takes {len(stored)} bytes"
+        session = dec.decode(stored)
+        deltas += [e.payload.delta for e in events if isinstance(e, ContentDelta)]
+        completed += [e.payload for e in events if isinstance(e, ItemCompleted)
+                      and e.payload.itemType == "assistant_message"]
+        if n == len(chunks) + 1:  # the last delta: one chunk per record in the spool
+            assert len(spool) == len(chunks)
+    assert deltas == chunks
+    [done] = completed
+    assert (done.text, done.textTruncated) == ("".join(chunks), UNSET)
+    assert len(spool) == 0 and session.streams == {}

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from adapters import Line, get, new_session, split_lines, translate_record
+from adapters import Line, MemorySpool, get, new_session, split_lines, translate_record
 from pipeline.bench import Session as BenchSession
 from pipeline.bench import build_workload, records_of
 from pipeline.broker import EmbeddedBroker
@@ -100,6 +100,30 @@ def workload(messages: int, *, prefix: str, batched_every: int = 3, batch: int =
     return out
 
 
+def long_output_session(prefix: str, deltas: int = 300, size: int = 1024) -> Work:
+    """A Codex app-server session whose command prints `deltas` x `size` characters as
+    output deltas, one native message per record, and completes without
+    `aggregatedOutput` (as Codex may): its item.completed output is the spooled deltas,
+    pending in the items table for as long as the command runs."""
+    path = CAPTURED / "codex" / "codex-app-server__tool_shell.capture.jsonl"
+    lines: list[tuple[str, dict[str, Any]]] = []
+    for raw in path.read_bytes().splitlines():
+        cap = json.loads(raw)
+        msg, params = cap["msg"], cap["msg"].get("params") or {}
+        item = params.get("item") or {}
+        if msg.get("method") == "item/completed" and item.get("type") == "commandExecution":
+            for k in range(deltas):
+                chunk = f"{k:06d} " + "o" * (size - 8) + "\n"
+                lines.append(("agent", {"method": "item/commandExecution/outputDelta", "params": {
+                    "threadId": params["threadId"], "turnId": params["turnId"],
+                    "itemId": item["id"], "delta": chunk}}))
+            item["aggregatedOutput"] = None
+        lines.append((cap["origin"], msg))
+    records = [RawRecord(json.dumps(m, separators=(",", ":")).encode(), origin,  # type: ignore[arg-type]
+                         BASE_T + 10 * n) for n, (origin, m) in enumerate(lines)]
+    return Work("codex", f"{prefix}-long-output", records)
+
+
 def interleave(work: list[Work]) -> list[tuple[str, bytes, RawRecord]]:
     """(topic, key, record) for every record, sessions round-robin (as a fleet writes)."""
     items: list[tuple[str, bytes, RawRecord]] = []
@@ -112,12 +136,13 @@ def interleave(work: list[Work]) -> list[tuple[str, bytes, RawRecord]]:
 
 
 def replay_record(provider: str, session: Any, session_id: str, record: RawRecord,
-                  offset: int) -> tuple[Any, list[bytes], int]:
+                  offset: int, spool: MemorySpool) -> tuple[Any, list[bytes], int]:
     """One raw record through the offline driver, as the worker splits it: every line
-    carries the record's origin and time. Returns (session, encoded events, failures)."""
+    carries the record's origin and time; the session's pending text and output are in
+    `spool`. Returns (session, encoded events, failures)."""
     lines = [Line(d, record.origin, record.t) for d in split_lines(record.value)]  # type: ignore[arg-type]
     session, events, failures = translate_record(get(provider), session, session_id, lines,
-                                                 offset=offset)
+                                                 offset=offset, spool=spool)
     return session, [encode_event(e) for e in events], len(failures)
 
 
@@ -125,10 +150,10 @@ def expected_canonical(work: list[Work]) -> dict[str, list[dict[str, Any]]]:
     """The offline replay of every session, record by record: its canonical events."""
     out: dict[str, list[dict[str, Any]]] = {}
     for w in work:
-        session = new_session(get(w.provider))
+        session, spool = new_session(get(w.provider)), MemorySpool()
         events: list[dict[str, Any]] = []
         for n, r in enumerate(w.records):
-            session, evs, failed = replay_record(w.provider, session, w.session_id, r, n)
+            session, evs, failed = replay_record(w.provider, session, w.session_id, r, n, spool)
             assert failed == 0, f"{w.session_id} record {n} does not translate offline"
             events += [json.loads(e) for e in evs]
         out[w.session_id] = events

@@ -28,7 +28,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from msgspec import UNSET
 
-from adapters import AdapterError, Line, get, new_session, providers, translate_record
+from adapters import AdapterError, Line, MemorySpool, get, new_session, providers, translate_record
 from pipeline.kafka_io import RawRecord
 from pipeline.normalize import Normalizer
 from pipeline.replay import parse_line
@@ -123,17 +123,18 @@ def _expected(plan: list[tuple[str, bytes | None, RawRecord, Any]]
     from the offline driver. Records dead-lettered whole (no key, oversized) never
     reach a translator; a bad line inside a record is skipped by the driver."""
     provider = "codex"
-    session, events = new_session(get(provider)), []
-    good_session, good_events = new_session(get(provider)), []
+    session, events, spool = new_session(get(provider)), [], MemorySpool()
+    good_session, good_events, good_spool = new_session(get(provider)), [], MemorySpool()
     for n, (label, key, rec, outcome) in enumerate(plan):
         if key is None or len(rec.value) > MAX_RECORD_BYTES:
             continue
-        session, evs, _ = replay_record(provider, session, SESSION, rec, n)
+        session, evs, _ = replay_record(provider, session, SESSION, rec, n, spool)
         events += [json.loads(e) for e in evs]
         if outcome is None or label.startswith("batched"):
             value = b"\n".join(x for x in rec.value.split(b"\n") if x != b"{not json")
             good_session, evs, failed = replay_record(provider, good_session, SESSION,
-                                                      RawRecord(value, rec.origin, rec.t), n)
+                                                      RawRecord(value, rec.origin, rec.t), n,
+                                                      good_spool)
             assert failed == 0
             good_events += [json.loads(e) for e in evs]
     return events, good_events
@@ -216,7 +217,8 @@ def test_worker_writes_raw_exactly_as_replay_does():
     rec = RawRecord(NEWER_PROTOCOL, "agent", BASE_T)
     out = Normalizer("codex").process(None, b"s", rec.value, partition=0, offset=0,
                                       headers=rec.headers())
-    _, replayed, _ = replay_record("codex", new_session(get("codex")), "s", rec, 0)
+    _, replayed, _ = replay_record("codex", new_session(get("codex")), "s", rec, 0,
+                                   MemorySpool())
     assert out.records == replayed
 
 

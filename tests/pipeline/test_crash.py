@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 
 from pipeline.kafka_io import RawRecord
-from pipeline.normalize import Normalizer
+from pipeline.normalize import BatchSpool, Normalizer
 from pipeline.replay import parse_line
 from pipeline.settings import Settings
 from tests.pipeline.faults import (
@@ -45,6 +45,7 @@ from tests.pipeline.faults import (
     expected_canonical,
     expected_chat,
     interleave,
+    long_output_session,
     own_broker,
     scenario,
     total,
@@ -166,7 +167,9 @@ async def _kill_at_random_moments(settings: Settings, workers: Workers, outcome:
 
 @pytest.fixture(scope="module")
 def crashed(tmp_path_factory: pytest.TempPathFactory) -> Outcome:
-    outcome = Outcome(workload(3000, prefix="crash"))
+    # with one long command whose output is pending (spooled in the items table) while
+    # the worker is killed
+    outcome = Outcome(workload(3000, prefix="crash") + [long_output_session("crash")])
     with scenario(tmp_path_factory.mktemp("crash")) as (settings, workers):
         asyncio.run(_kill_at_random_moments(settings, workers, outcome, random.Random(8)))
     return outcome
@@ -179,6 +182,18 @@ def test_kill_9_at_random_moments_loses_and_duplicates_no_canonical_event(crashe
     assert_same(Deduped(crashed.canonical, "eventId"), crashed.canonical_expected,
                 "agents.canonical")
     assert crashed.deadletters == []
+
+
+def test_kill_9_keeps_a_long_pending_output_whole(crashed):
+    """The long command's item.completed carries exactly the output its deltas carried,
+    though the worker was killed while it was pending."""
+    got = Deduped(crashed.canonical, "eventId").sessions[
+        long_output_session("crash").session_id]
+    deltas = "".join(e["payload"]["delta"] for e in got if e["type"] == "content.delta"
+                     and e["payload"]["streamKind"] == "command_output")
+    done = [e for e in got if e["type"] == "item.completed"
+            and e["payload"]["itemType"] == "command_execution"]
+    assert len(deltas) >= 300 * 1024 and [e["payload"]["output"] for e in done] == [deltas]
 
 
 def test_kill_9_at_random_moments_loses_and_duplicates_no_chat_record(crashed):
@@ -263,35 +278,60 @@ def test_a_killed_workers_chat_is_taken_over_too(taken_over):
 # ---------------------------------------------------------------------------
 
 
-def test_records_translated_again_from_the_state_before_them_give_the_same_output():
+@pytest.mark.parametrize("conversation", ["text", "long output"])
+def test_records_translated_again_from_the_state_before_them_give_the_same_output(
+        conversation: str):
     """A worker killed after publishing a batch and before storing its state translates
     the batch again, from the state stored before it: the canonical events and the chat
     records must come out byte for byte the same (same eventIds, same chat event_ids),
     so consumers drop them as duplicates. The chat projection's state is part of the
-    session's table value, so it can never be ahead of, or behind, the translation."""
-    path = CAPTURED / "codex" / "codex-app-server__text.capture.jsonl"
-    lines = [parse_line(raw, "capture") for raw in path.read_bytes().splitlines() if raw.strip()]
-    records = [RawRecord(ln.data, ln.origin, BASE_T + 10 * n) for n, ln in enumerate(lines)]
-    normalizer = Normalizer("codex")
+    session's table value, so it can never be ahead of, or behind, the translation.
 
-    def run(state: bytes | None, start: int) -> tuple[bytes | None, list[bytes], list[bytes]]:
+    The items table follows the worker's order (pipeline.app): a batch's spooled chunks
+    are delivered with its output, the chunks it dropped only after its states; so the
+    crashed run's chunks are kept and its drops are not."""
+    if conversation == "text":
+        path = CAPTURED / "codex" / "codex-app-server__text.capture.jsonl"
+        lines = [parse_line(raw, "capture") for raw in path.read_bytes().splitlines()
+                 if raw.strip()]
+        records = [RawRecord(ln.data, ln.origin, BASE_T + 10 * n) for n, ln in enumerate(lines)]
+    else:
+        records = long_output_session("again", deltas=12, size=64).records
+    normalizer = Normalizer("codex")
+    items: dict[bytes, bytes] = {}  # the items table as stored
+
+    def run(state: bytes | None, start: int, stored: bool
+            ) -> tuple[bytes | None, list[bytes], list[bytes]]:
         events: list[bytes] = []
         chat: list[bytes] = []
         for n in range(start, len(records)):
+            spool = BatchSpool(items.get)
             out = normalizer.process(state, b"again-1", records[n].value, partition=0,
-                                     offset=n, headers=records[n].headers())
+                                     offset=n, headers=records[n].headers(), spool=spool)
             state, events, chat = out.state or state, events + out.records, chat + out.chat
+            for key, _, value, _ in spool.entries(drops=False):
+                items[key] = value  # type: ignore[assignment]
+            if stored:
+                for key, *_ in spool.entries(drops=True):
+                    items.pop(key, None)
         return state, events, chat
 
-    _, all_events, all_chat = run(None, 0)
-    assert sum(json.loads(c)["type"] == "text" for c in all_chat) >= 2
+    _, all_events, all_chat = run(None, 0, stored=True)
+    assert not items  # every chunk dropped once its item completed
+    assert sum(json.loads(c)["type"] in ("text", "tool_result") for c in all_chat) >= 2
     expected = expected_chat({"again-1": [json.loads(e) for e in all_events]})["again-1"]
     assert [json.loads(c) for c in all_chat] == expected
     state: bytes | None = None
     for cut in range(len(records)):  # crashed after publishing records cut.. unstored
-        _, again_events, again_chat = run(state, cut)
+        _, again_events, again_chat = run(state, cut, stored=False)
         assert again_events == all_events[len(all_events) - len(again_events):], cut
         assert again_chat == all_chat[len(all_chat) - len(again_chat):], cut
+        spool = BatchSpool(items.get)
         out = normalizer.process(state, b"again-1", records[cut].value, partition=0,
-                                 offset=cut, headers=records[cut].headers())
+                                 offset=cut, headers=records[cut].headers(), spool=spool)
+        for key, _, value, _ in spool.entries(drops=False) + spool.entries(drops=True):
+            if value is None:
+                items.pop(key, None)
+            else:
+                items[key] = value
         state = out.state or state

@@ -159,3 +159,51 @@ def test_an_event_too_large_for_its_topic_becomes_a_warning_and_a_dead_letter():
     chat = [json.loads(r) for r in out_small.chat]
     assert all(len(r) <= 20_000 for r in out_small.chat + out_small.records)
     assert [r["seq"] for r in chat] == list(range(1, len(chat) + 1))
+
+
+def test_an_empty_key_or_an_origin_neither_agent_nor_client_is_dead_lettered():
+    """b"" is no session id (records of every sandbox would merge into one session),
+    and an origin that is neither agent nor client must not be guessed at (a client's
+    decision read as the agent's words invents approval requests)."""
+    line = _native_lines()[0]
+    n = Normalizer("codex-exec")
+    empty = n.process(None, b"", line, partition=0, offset=0)
+    assert empty.state is None and empty.records == []
+    assert decode_deadletter(empty.deadletters[0]).errorClass == "MissingKey"
+    for bad in (b"evil", b"\xff\xfe", b""):
+        out = n.process(None, b"s1", line, partition=0, offset=1, headers=[("origin", bad)])
+        assert out.state is None and out.records == []
+        letter = decode_deadletter(out.deadletters[0])
+        assert letter.errorClass == "BadHeader" and letter.value == line
+    # no origin header at all: the agent wrote it (the documented default)
+    assert n.process(None, b"s1", line, partition=0, offset=2).records
+
+
+def test_a_session_whose_records_alternate_partitions_loses_nothing_and_says_so():
+    """Offsets of two partitions do not compare: one session's records on partitions 0
+    and 1 in turn (partitions added to a raw topic, two sidecar partitioners) give every
+    event of the session on one partition, plus a runtime.warning at each move, and a
+    record delivered again on either partition still changes nothing."""
+    lines = _native_lines()
+    n = Normalizer("codex-exec")
+    state, one = None, []
+    for offset, line in enumerate(lines):
+        out = n.process(state, b"s1", line, partition=0, offset=offset)
+        state, one = out.state or state, one + [json.loads(r) for r in out.records]
+    state, moved = None, []
+    offsets = {0: 100, 1: 5}  # partition 1's offsets are far below partition 0's
+    for k, line in enumerate(lines):
+        p = k % 2
+        offsets[p] += 1
+        out = n.process(state, b"s1", line, partition=p, offset=offsets[p])
+        state, moved = out.state or state, moved + [json.loads(r) for r in out.records]
+        again = n.process(state, b"s1", line, partition=p, offset=offsets[p])
+        assert again.state is None and again.records == []
+    warnings = [e for e in moved if e["type"] == "runtime.warning"]
+    assert len(warnings) == len(lines) - 1
+    assert "moved from partition" in warnings[0]["payload"]["message"]
+    kept = [e for e in moved if e["type"] != "runtime.warning"]
+    strip = ("eventId", "seq")
+    assert [{k: v for k, v in e.items() if k not in strip} for e in kept] == \
+        [{k: v for k, v in e.items() if k not in strip} for e in one]
+    assert [e["seq"] for e in moved] == list(range(1, len(moved) + 1))
