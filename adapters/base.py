@@ -161,6 +161,9 @@ def iso_ms(ms: int) -> str:
 #: The most a spooled stream keeps of one item's text or output, in UTF-8 bytes (see
 #: Emitter "Streams"); the worker's is CANONFLOW_ITEM_CAP.
 DEFAULT_ITEM_CAP: Final = 8 * 1024 * 1024
+#: The most characters one spooled chunk holds: at most 64 KiB of UTF-8, the bound on
+#: every table value (a record's appends to a stream share a chunk up to this).
+_CHUNK: Final = 16 * 1024
 _EMPTY_DIGEST: Final = 1  # Stream.digest of no text: CRC-32 0, Adler-32 1
 
 
@@ -184,7 +187,7 @@ class Emitter:
     __slots__ = (
         "provider", "session_id", "seq", "epoch_ms", "clock_ms", "_created", "_id_prefix",
         "include_raw", "raw_source", "events", "_message", "native_type",
-        "streams", "_own_streams", "spool", "cap", "_writes", "_fresh", "_undo",
+        "streams", "_own_streams", "spool", "cap", "_writes", "_fresh", "_fresh_len", "_undo",
     )
 
     def __init__(self, provider: str, session_id: str, seq: int, clock_ms: int,
@@ -212,6 +215,7 @@ class Emitter:
         self.cap = cap
         self._writes: dict[tuple[str, int], str | None] = {}
         self._fresh: dict[str, list[str]] = {}
+        self._fresh_len: dict[str, int] = {}  # characters in each of those chunks
         self._undo: list[tuple[str, int, Any]] = []
 
     def id(self, prefix: str, part: str, part2: str | None = None) -> str:
@@ -356,18 +360,33 @@ class Emitter:
         new = replace(st, chars=st.chars + len(text), size=st.size + size,
                       digest=_extend(st.digest, data))
         if st.spooled and text:
-            new = self._spool(key, st, new, text, size)
+            if len(text) <= _CHUNK:
+                new = self._spool(key, new, st.size, text, size)
+            else:  # no table value above _CHUNK characters
+                before = st.size
+                for i in range(0, len(text), _CHUNK):
+                    piece = text[i:i + _CHUNK]
+                    piece_size = len(piece.encode("utf-8", "surrogatepass"))
+                    new = self._spool(key, new, before, piece, piece_size)
+                    before += piece_size
         self._set_stream(key, new)
 
-    def _spool(self, key: str, st: Stream, new: Stream, text: str, size: int) -> Stream:
+    def _spool(self, key: str, st: Stream, before: int, text: str, size: int) -> Stream:
+        """Spool `text` (`size` bytes; the stream held `before` bytes) on the stream `st`
+        whose lengths already count it: into the chunk this record is filling, or a new
+        one; past the cap, the head is closed or the oldest tail segment dropped."""
         parts = self._fresh.get(key)
-        if parts is not None:  # this record already opened the stream's last chunk
-            self._undo.append((key, -2, len(parts)))
-            parts.append(text)
-            return replace(new, curSize=new.curSize + size) if new.head else new
+        if parts is not None:
+            if self._fresh_len[key] + len(text) <= _CHUNK:  # the record's chunk has room
+                self._undo.append((key, -2, len(parts)))
+                parts.append(text)
+                self._fresh_len[key] += len(text)
+                return replace(st, curSize=st.curSize + size) if st.head else st
+            self._put(key, st.chunks - 1, "".join(parts))  # full: written as it is
+            self._undo.append((key, -4, self._fresh.pop(key)))
         n = st.chunks
         head, prev, cur, cur_size, cut = st.head, st.prev, st.cur, st.curSize, st.cut
-        if not head and st.size >= self.cap // 2:
+        if not head and before >= self.cap // 2:
             head, prev, cur, cur_size = n, n, n, 0  # the head is full
         elif head and cur_size >= self.cap // 4:
             for m in range(prev, cur):  # a third segment starts: drop the oldest
@@ -375,8 +394,9 @@ class Emitter:
                 self._put(key, m, None)
             prev, cur, cur_size = cur, n, 0
         self._fresh[key] = [text]
+        self._fresh_len[key] = len(text)
         self._undo.append((key, -3, n))
-        return replace(new, chunks=n + 1, head=head, prev=prev, cur=cur,
+        return replace(st, chunks=n + 1, head=head, prev=prev, cur=cur,
                        curSize=cur_size + size if head else 0, cut=cut)
 
     def rest(self, item: str, stream: str, final: str) -> str:
@@ -437,6 +457,7 @@ class Emitter:
             return
         if key in self._fresh:
             self._undo.append((key, -4, self._fresh.pop(key)))
+            self._fresh_len.pop(key, None)
         kept = range(st.chunks) if not st.cut else [*range(st.head), *range(st.prev, st.chunks)]
         for n in kept:
             self._put(key, n, None)
@@ -482,10 +503,14 @@ class Emitter:
             elif n == -2:
                 keep: int = old
                 del self._fresh[key][keep:]
+                self._fresh_len[key] = sum([len(p) for p in self._fresh[key]])
             elif n == -3:
                 self._fresh.pop(key, None)
+                self._fresh_len.pop(key, None)
             else:
-                self._fresh[key] = old
+                parts: list[str] = old
+                self._fresh[key] = parts
+                self._fresh_len[key] = sum([len(p) for p in parts])
         self._undo.clear()
 
     def _flush(self) -> None:
@@ -493,6 +518,7 @@ class Emitter:
         for key, parts in self._fresh.items():
             self._writes[(key, self.streams[key].chunks - 1)] = "".join(parts)
         self._fresh.clear()
+        self._fresh_len.clear()
         sid, put = self.session_id, self.spool.put
         for (key, n), data in self._writes.items():
             put(sid, key, n, data)

@@ -11,9 +11,11 @@ session streams):
   completes;
 * each open tool item's tool_use_id, normalised name and whether its tool_use was
   shown yet, dropped when the item completes;
-* the latest assistant text of the turn (the `done` record's final text): in the state
-  while it is short, else spooled (adapters.contract.Spool, key "chat/last") in pieces
-  of SPOOL_PIECE characters; dropped when the turn completes.
+* the latest completed assistant text of the turn (the `done` record's final text): in
+  the state while it is at most LAST_KEPT characters, else spooled (adapters.contract.Spool,
+  key "chat/last") in pieces of SPOOL_PIECE characters; dropped when the turn completes.
+  While a message streams, a short one stands in for it (a turn cut off before its
+  message completed ends with what it said).
 
 Rules: text records carry only new text (`content`) and, while the message is at most
 ACCUMULATED_MAX characters, the message so far (`accumulated`); past that `accumulated`
@@ -51,8 +53,11 @@ from topics.chat import (
 
 #: The longest message whose text so far each chat text record repeats in `accumulated`.
 ACCUMULATED_MAX = 2048
-#: Characters per spooled piece of a long final text (one table entry each).
-SPOOL_PIECE = 256 * 1024
+#: The longest final text the state keeps itself; a longer one is spooled.
+LAST_KEPT = 256
+#: Characters per spooled piece of a long final text (one table entry each: at most
+#: 64 KiB of UTF-8, the bound on every table value).
+SPOOL_PIECE = 16 * 1024
 _LAST = "chat/last"  # spool key of the turn's latest assistant text, when long
 
 
@@ -213,7 +218,7 @@ def _length(text: OpenText) -> int:
 def _set_last(state: ChatState, text: str, out: _Out) -> ChatState:
     """The turn's latest assistant text is `text`: in the state when short, else spooled."""
     pieces = 0
-    if len(text) > ACCUMULATED_MAX:
+    if len(text) > LAST_KEPT:
         pieces = -(-len(text) // SPOOL_PIECE)
         for n in range(pieces):
             out.spool.put(out.session_id, _LAST, n, text[n * SPOOL_PIECE:(n + 1) * SPOOL_PIECE])
@@ -247,8 +252,10 @@ def _on_delta(state: ChatState, ev: Any, out: _Out) -> ChatState:
     if kind == "assistant_text":
         out.add(ChatText, content=p.delta, accumulated=acc, phase=open_text.phase,
                 item_id=_v(item), parent_tool_use_id=_parent(state, ev), **more)
-        if whole:  # the final text, should the turn end before the item completes
+        if length <= LAST_KEPT:  # should the turn end before the item completes
             return _set_last(replace(state, texts=texts), acc, out)
+        if _length(open_text) <= LAST_KEPT and not state.last_pieces:
+            return replace(state, texts=texts, last_text=None)  # no stale prefix
         return replace(state, texts=texts)
     out.add(ChatReasoning, content=p.delta, accumulated=acc, item_id=_v(item),
             parent_tool_use_id=_parent(state, ev), **more)

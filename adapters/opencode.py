@@ -36,8 +36,8 @@ Mapping (OpenCode column of seed 000; seed 002 vocabulary)
   `agent` and `subtask` parts carry no chat content (see _IGNORED_PARTS).
 
 Invariants
-* Never text twice: a part's text is kept in state while the part is open and only what
-  is new is emitted, whether it comes as a v2 delta or as a 1.1.x snapshot. A repeated
+* Never text twice: while a part is open the adapter knows what it emitted (see Streams)
+  and only what is new is emitted, whether it comes as a v2 delta or as a 1.1.x snapshot. A repeated
   or shorter snapshot emits nothing. A snapshot that disagrees with text already sent
   cannot retract it: the part's text is re-based on the snapshot and its tail from the
   first differing character is emitted (`_advance`), so no new text is lost; the item's
@@ -65,7 +65,7 @@ Tricky parts
   message before its parts, so a text part of an unannounced message that arrives after
   the turn's user message was seen is an assistant reply: it gets a synthetic
   `item.started` stub and streams at once (seed 000). With no prompt seen yet (a stream
-  joined mid-way) the role cannot be inferred: the part's text is buffered in state and
+  joined mid-way) the role cannot be inferred: the part's text is buffered (`held`) and
   emitted when its `message.updated` arrives (user -> user_message, assistant -> stub +
   deltas); still unknown at the turn's end, it is taken as assistant text, because by then
   OpenCode has re-sent the user message.
@@ -73,23 +73,37 @@ Tricky parts
   went pending/running; a text part without time.end completes with its message
   (`message.updated` with time.completed) or its turn.
 * Tool parts: pending (input unknown: nothing emitted) -> running (item.started once,
-  then item.updated per update, with the new suffix of `metadata.output` streamed as
-  `command_output`) -> completed (whole output, title, exit code) | error (isError; a
+  then item.updated per update, with the new suffix of `metadata.output`, the output so
+  far, streamed as `command_output`; one that does not extend what was streamed adds
+  nothing) -> completed (whole output, title, exit code) | error (isError; a
   tool refused by a rejected permission or dismissed question is `declined`).
 * `permission.replied` is `{requestID, reply}` in v2 and `{permissionID, response}` in v1.
 * Assistant message errors are reported by `session.error`, which OpenCode publishes for
   the same error; `message.updated` does not repeat them.
+
+Streams (adapters.base Emitter, "Streams"): the state keeps lengths and digests, and text
+only while short (`_KEPT` characters: Part.said, Part.held, Sess.error; most parts never
+reach the spool); longer, it is spooled. Per part item:
+* `text`, what a text/reasoning part emitted: spooled, because a part cut off (turn
+  ended, message completed without time.end) completes with the text it streamed, and a
+  diverging snapshot re-bases on its common prefix with it.
+* `held`, a part's text not emitted yet (whitespace held back on the delta path, text
+  buffered while its role is unknown): spooled, it is emitted later.
+* `command_output`: length and digest only, not spooled: a completed tool part carries its
+  whole output, and one cut off completes without output.
+And per turn, `error`: session.error's message, spooled until turn.completed carries it.
 """
 
 from __future__ import annotations
 
 import difflib
+import hashlib
 import os
 from typing import Any
 
 from msgspec import UnsetType
 
-from adapters.base import UNSET, Emitter, MalformedRecord, Message
+from adapters.base import UNSET, Emitter, MalformedRecord, Message, Whole, whole_fields
 from adapters.base import replace as _replace
 from adapters.opencode_state import Part, Request, Sess, State, Usage
 from adapters.tools import item_type_for_tool, normalize_tool_name
@@ -141,6 +155,9 @@ raw_source = "opencode.event"
 
 _RING = 64  # closed part/request ids remembered, to swallow late re-sends
 _MAX_NUM = 2.0**53  # token counts, costs, times and attempts beyond this are not real
+# characters of a part's text (emitted, Part.said, or not yet, Part.held) kept in the
+# state; a longer text is spooled (_add)
+_KEPT = 256
 
 
 state_type = State
@@ -287,10 +304,14 @@ def _open_turn(state: State, out: Emitter, sid: str,
 
 
 def _end_turn(state: State, out: Emitter, sid: str, end: str, *, synthetic: bool = False,
-              error: str | UnsetType = UNSET) -> State:
+              report_error: bool = True) -> State:
+    """Complete the session's open turn, with the message session.error gave it unless
+    `report_error` is False."""
     sess = state.sessions.get(sid)
     if sess is None or not sess.turnOpen:
         return state
+    message = _read(out, out.id("trn", sid, str(sess.turns)), "error", sess.error, take=True)
+    error = message.text if message.text and report_error else UNSET
     # close what the turn leaves open, in the order it was opened
     for pid, part in list(state.parts.items()):
         if part.sid == sid:
@@ -363,26 +384,36 @@ def _title(state: State, out: Emitter, sid: str, info: dict[str, Any], force: bo
     session.updated for every usage and summary change; those add nothing)."""
     title = info.get("title")
     title = title if isinstance(title, str) else None
+    key = _digest(title) if title is not None else None
     sess = state.sessions[sid]
-    if not force and title == sess.title:
+    if not force and key == sess.title:
         return state
     out.emit(ThreadMetadataUpdated,
              ThreadMetadataUpdatedPayload(name=title if title is not None else UNSET,
                                           metadata=_session_metadata(info)),
              thread=_thread(out, sid), turn=_turn(state, out, sid), refs=_srefs(sid))
-    return _set_sess(state, sid, _replace(sess, title=title))
+    return _set_sess(state, sid, _replace(sess, title=key))
+
+
+def _digest(text: str) -> str:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
 def _on_session_deleted(state: State, props: dict[str, Any], out: Emitter) -> State:
     sid, _info = _session_info(props, "session.deleted")
     state = _ensure_thread(state, out, sid)
-    state = _end_turn(state, out, sid, "cancelled", synthetic=True)
+    state = _end_turn(state, out, sid, "cancelled", synthetic=True, report_error=False)
     out.emit(ThreadStateChanged, ThreadStateChangedPayload(state="closed"),
              thread=_thread(out, sid), refs=_srefs(sid))
     sessions = dict(state.sessions)
     sessions.pop(sid, None)
     # parts still waiting for a role when the session goes: nothing more will come for them
-    parts = {pid: p for pid, p in state.parts.items() if p.sid != sid}
+    parts = {}
+    for pid, p in state.parts.items():
+        if p.sid != sid:
+            parts[pid] = p
+        else:
+            out.drop_item(out.id("itm", pid))  # never started: no completion drops them
     return _replace(state, sessions=sessions, parts=parts)
 
 
@@ -435,7 +466,7 @@ def _idle(state: State, out: Emitter, sid: str) -> State:
         return state
     end = sess.ending or ("interrupted" if any(p.sid == sid and p.busy
                                                 for p in state.parts.values()) else "completed")
-    return _end_turn(state, out, sid, end, error=sess.error or UNSET)
+    return _end_turn(state, out, sid, end)
 
 
 _ERROR_CLASSES = {
@@ -466,7 +497,10 @@ def _on_session_error(state: State, props: dict[str, Any], out: Emitter) -> Stat
         # the turn ends at idle, which OpenCode sends after it has marked the aborted tool
         # parts ("Tool execution aborted") and completed the message: those stay in the turn
         end = "interrupted" if name == "MessageAbortedError" else "failed"
-        state = _set_sess(state, sid, _replace(sess, ending=end, error=message))
+        # kept for turn.completed; spooled when long (the turn stays open until idle or,
+        # never idle, until the next prompt)
+        short = _add(out, out.id("trn", sid, str(sess.turns)), "error", "", message)
+        state = _set_sess(state, sid, _replace(sess, ending=end, error=short))
     return state
 
 
@@ -541,7 +575,7 @@ def _on_message_updated(state: State, props: dict[str, Any], out: Emitter) -> St
     if role == "user" and mid != sess.prompt and created >= sess.promptAt:
         # a new prompt (OpenCode re-sends the user message after every step: same id)
         if sess.turnOpen and sess.ending:  # the errored turn never went idle
-            state = _end_turn(state, out, sid, sess.ending, synthetic=True, error=sess.error)
+            state = _end_turn(state, out, sid, sess.ending, synthetic=True)
         model = _dict(info, "model")
         name = "/".join(x for x in (_str(model, "providerID"), _str(model, "modelID")) if x)
         state = _open_turn(state, out, sid, model=name or UNSET)
@@ -614,8 +648,12 @@ def _on_message_part_delta(state: State, props: dict[str, Any], out: Emitter) ->
     if part.kind == "tool":
         return state
     if part.role != "assistant" or part.kind == "":
-        return _set_part(state, pid, _replace(part, text=part.text + delta))
+        return _set_part(state, pid, _hold(out, pid, part, delta))
     state = _open_turn(state, out, sid)
+    if not delta.strip():
+        # only whitespace: held back, nothing to emit (the unsent text of a started part
+        # is whitespace, so whitespace added to it is still all trailing)
+        return _set_part(state, pid, _hold(out, pid, part, delta))
     return _advance(state, out, pid, part, delta=delta)
 
 
@@ -638,8 +676,9 @@ def _on_text_part(state: State, out: Emitter, sid: str, mid: str, pid: str,
         return _user_text(state, out, pid, _replace(current, role=role), text, flags)
     if not role:
         # buffered until the message's role is known; the snapshot is the whole text so far
-        keep = text if len(text) >= len(current.text) or final else current.text
-        return _set_part(state, pid, _replace(current, text=keep, ended=final))
+        if final or len(text) >= _len(out, out.id("itm", pid), "held", current.held):
+            current = _rebuffer(out, pid, current, text)
+        return _set_part(state, pid, _replace(current, ended=final))
     state = _open_turn(state, out, sid)
     current = _replace(current, role=role)
     if not current.started:
@@ -679,42 +718,125 @@ def _start_text(state: State, out: Emitter, pid: str, part: Part, synthetic: boo
 def _advance(state: State, out: Emitter, pid: str, part: Part, *, snapshot: str | None = None,
              delta: str = "", final: bool = False, forced: bool = False) -> State:
     """Apply a snapshot or a delta to an open assistant text/reasoning part and emit what
-    is new; complete the part when `final` (its closing snapshot) or `forced`."""
-    text, sent = part.text, part.sent
-    if snapshot is not None:
-        if snapshot.startswith(text):
-            text = snapshot  # grew (or repeated)
-        elif text.startswith(snapshot):
-            if final:  # the closing snapshot is trimmed: it is the part's final text
-                text, sent = snapshot, min(sent, len(snapshot))
-            # else: a stale, shorter snapshot adds nothing
-        else:
-            # diverged: emitted text cannot be retracted; re-base on the snapshot and emit
-            # its tail from the first differing character, so no new text is lost
-            common = len(_common_prefix(text[:sent], snapshot))
-            text, sent = snapshot, min(sent, common)
-    text += delta
-    # on the delta path, hold trailing whitespace back: OpenCode trims it when the part
-    # closes; a snapshot's new text is emitted whole (seed 001)
-    limit = len(text) if final or forced or snapshot is not None else len(text.rstrip())
-    stream = "reasoning_text" if part.kind == "reasoning" else "assistant_text"
+    is new; complete the part when `final` (its closing snapshot) or `forced`.
+
+    The part's text so far is what was emitted (`sent` characters: Part.said or stream
+    "text") then what was not (`unsent`: whitespace held back, or text buffered while
+    the role was unknown: Part.held or stream "held"). A snapshot is compared with the
+    emitted text through the stream's digest; only a snapshot that does not begin with
+    it (stale, trimmed below it, or diverged: rare) reads it back from the spool."""
     item = out.id("itm", pid)
-    if limit > sent:
+    sent = _len(out, item, "text", part.said)
+    unsent, part = _unsent(out, pid, part)
+    rebase: str | None = None  # the snapshot the emitted text is re-based on (diverged)
+    if snapshot is not None:
+        if _extends(out, item, "text", part.said, snapshot):
+            tail = snapshot[sent:]
+            # a shorter, stale snapshot (the text so far begins with it) adds nothing but
+            # flushes what was held back; a closing one is the part's final text
+            new = unsent if (not final and unsent.startswith(tail)
+                             and not tail.startswith(unsent)) else tail
+        else:
+            emitted = _read(out, item, "text", part.said, take=False).text
+            if emitted.startswith(snapshot):  # stale or trimmed below what was emitted
+                new = "" if final else unsent
+            else:
+                # diverged: emitted text cannot be retracted; re-base on the snapshot and
+                # emit its tail from the first differing character, so no new text is
+                # lost (past the spool's cap only the head of the emitted text is known:
+                # what followed it may be emitted again)
+                new = snapshot[len(_common_prefix(emitted, snapshot)):]
+                rebase = snapshot
+    elif final or forced:
+        new = unsent + delta
+    else:
+        # on the delta path, hold trailing whitespace back: OpenCode trims it when the
+        # part closes; a snapshot's new text is emitted whole (seed 001)
+        pending = unsent + delta
+        new = pending.rstrip()
+        part = _hold(out, pid, part, pending[len(new):])
+    stream = "reasoning_text" if part.kind == "reasoning" else "assistant_text"
+    if new:
         out.emit(ContentDelta,
-                 ContentDeltaPayload(streamKind=stream, delta=text[sent:limit]),  # type: ignore[arg-type]
+                 ContentDeltaPayload(streamKind=stream, delta=new),  # type: ignore[arg-type]
                  synthetic=forced, thread=_thread(out, part.sid),
                  turn=_turn(state, out, part.sid), item=item, refs=_prefs(pid, part))
-        sent = limit
     if not (final or forced):
-        return _set_part(state, pid, _replace(part, text=text, sent=sent))
+        if rebase is not None:
+            out.drop(item, "text")
+            said = _add(out, item, "text", "", rebase)
+        else:
+            said = _add(out, item, "text", part.said, new)
+        return _set_part(state, pid, _replace(part, said=said))
+    # the item's text is OpenCode's closing snapshot, or else all the part said
+    if snapshot is not None:
+        fields: dict[str, Any] = {"text": snapshot}
+    else:
+        emitted_all = _read(out, item, "text", part.said, take=True)
+        fields = whole_fields(Whole(emitted_all.text + new, emitted_all.length + len(new),
+                                    emitted_all.truncated), "text")
     item_type = "reasoning" if part.kind == "reasoning" else "assistant_message"
     out.emit(ItemCompleted,
              ItemPayload(itemType=item_type, status="completed",  # type: ignore[arg-type]
                          role="assistant" if item_type == "assistant_message" else UNSET,
-                         text=text),
+                         **fields),
              synthetic=forced, thread=_thread(out, part.sid), turn=_turn(state, out, part.sid),
              item=item, refs=_prefs(pid, part))
     return _drop_part(state, pid)
+
+
+# A part's emitted text and its unsent text are each kept in the state while short (up to
+# _KEPT characters: Part.said, Part.held) and spooled once longer (streams "text" and
+# "held" of its item; the state's copy is then ""): most parts never reach the spool,
+# and the state stays small however long a part.
+
+def _add(out: Emitter, item: str, stream: str, kept: str, text: str) -> str:
+    """Add `text` to the stream whose short form is `kept`; the new short form."""
+    if not text:
+        return kept
+    if len(kept) + len(text) <= _KEPT and out.streamed(item, stream) < 0:
+        return kept + text
+    out.append(item, stream, kept + text)
+    return ""
+
+
+def _len(out: Emitter, item: str, stream: str, kept: str) -> int:
+    return max(out.streamed(item, stream), 0) + len(kept)
+
+
+def _extends(out: Emitter, item: str, stream: str, kept: str, text: str) -> bool:
+    """Does `text` begin with all the stream holds?"""
+    if out.streamed(item, stream) < 0:
+        return text.startswith(kept)
+    return out.extends(item, stream, text)
+
+
+def _read(out: Emitter, item: str, stream: str, kept: str, take: bool) -> Whole:
+    """All the stream holds; `take` closes it."""
+    got = out.take(item, stream) if take else out.whole(item, stream)
+    return got if got is not None else Whole(kept, len(kept), False)
+
+
+def _hold(out: Emitter, pid: str, part: Part, text: str) -> Part:
+    """Add `text` to the part's unsent text."""
+    held = _add(out, out.id("itm", pid), "held", part.held, text)
+    return _replace(part, held=held) if held != part.held else part
+
+
+def _unsent(out: Emitter, pid: str, part: Part) -> tuple[str, Part]:
+    """The part's unsent text, taken out of the state and the spool."""
+    text = _read(out, out.id("itm", pid), "held", part.held, take=True).text
+    return text, _replace(part, held="") if part.held else part
+
+
+def _rebuffer(out: Emitter, pid: str, part: Part, text: str) -> Part:
+    """Make `text` (a snapshot of a part whose role is unknown) its buffered text; only
+    what a growing snapshot adds is spooled."""
+    item = out.id("itm", pid)
+    if _extends(out, item, "held", part.held, text):
+        return _hold(out, pid, part, text[_len(out, item, "held", part.held):])
+    out.drop(item, "held")
+    return _hold(out, pid, _replace(part, held=""), text)
 
 
 def _common_prefix(a: str, b: str) -> str:
@@ -739,7 +861,8 @@ def _user_text(state: State, out: Emitter, pid: str, part: Part, text: str,
 def _release(state: State, out: Emitter, pid: str, part: Part, role: str) -> State:
     """A buffered part whose message's role is now known."""
     if role == "user":
-        return _user_text(state, out, pid, _replace(part, role=role, kind="text"), part.text)
+        text, part = _unsent(out, pid, part)
+        return _user_text(state, out, pid, _replace(part, role=role, kind="text"), text)
     state = _open_turn(state, out, part.sid)
     part = _replace(part, role=role, kind=part.kind or "text")
     state, part = _start_text(state, out, pid, part, synthetic=True)
@@ -754,7 +877,8 @@ def _force_close(state: State, out: Emitter, pid: str, part: Part) -> State:
         return _close_tool(state, out, pid, part, {}, "failed", synthetic=True,
                            detail="the turn ended before the tool call completed")
     if part.role == "user":
-        return _user_text(state, out, pid, part, part.text)
+        text, part = _unsent(out, pid, part)
+        return _user_text(state, out, pid, part, text)
     # role still unknown at the end: OpenCode has re-sent the user message by now, so an
     # unclaimed part is the assistant's
     part = _replace(part, role="assistant", kind=part.kind or "text")
@@ -845,14 +969,18 @@ def _start_tool(state: State, out: Emitter, pid: str, part: Part, tstate: dict[s
 
 def _stream_output(state: State, out: Emitter, pid: str, part: Part,
                    tstate: dict[str, Any]) -> State:
-    """Stream the new suffix of a running command's live output (`metadata.output`)."""
+    """Stream the new suffix of a running command's live output (`metadata.output`: the
+    output so far, a snapshot, capped by newer OpenCode at 30,000 characters and "..."; a
+    snapshot that does not begin with what was streamed adds nothing: never twice)."""
     output = _dict(tstate, "metadata").get("output")
-    if isinstance(output, str) and len(output) > part.outLen:
-        out.emit(ContentDelta,
-                 ContentDeltaPayload(streamKind="command_output", delta=output[part.outLen:]),
+    item = out.id("itm", pid)
+    new = out.rest(item, "command_output", output) if isinstance(output, str) else ""
+    if new:
+        out.emit(ContentDelta, ContentDeltaPayload(streamKind="command_output", delta=new),
                  thread=_thread(out, part.sid), turn=_turn(state, out, part.sid),
-                 item=out.id("itm", pid), refs=_prefs(pid, part))
-        part = _replace(part, outLen=len(output))
+                 item=item, refs=_prefs(pid, part))
+        # not spooled: the completed tool part carries its whole output
+        out.append(item, "command_output", new, spool=False)
     return _set_part(state, pid, part)
 
 

@@ -16,12 +16,15 @@ class Part(Stored, frozen=True, kw_only=True):
     kind: str  # "text" | "reasoning" | "tool" | "" (only deltas seen so far)
     role: str = ""  # "user" | "assistant" | "" (unknown: text buffered, nothing emitted)
     started: bool = False  # item.started emitted
-    text: str = ""  # text so far (text/reasoning)
-    sent: int = 0  # characters of `text` already emitted as deltas
+    # the text/reasoning emitted so far, and the text not emitted yet (whitespace held
+    # back on the delta path, or text buffered while the role is unknown), each while it
+    # is at most opencode._KEPT characters long; longer, it is spooled (streams "text"
+    # and "held" of the part's item) and this is ""
+    said: str = ""
+    held: str = ""
     ended: bool = False  # final snapshot seen while the role was unknown
     call: str = ""  # tool callID
     tool: str = ""  # native tool name
-    outLen: int = 0  # characters of a running tool's metadata.output streamed
     declined: bool = False  # its permission was rejected / its question dismissed
     busy: bool = False  # a tool call, or text that OpenCode timed (time.start) and not ended
 
@@ -42,13 +45,15 @@ class Sess(Stored, frozen=True, kw_only=True):
     turnOpen: bool = False
     prompt: str = ""  # id of the latest user message that opened a turn
     promptAt: int = 0  # its time.created
+    # a digest of the title (any length: a client may set it), to tell a rename from the
+    # session.updated OpenCode re-sends for every usage change; None: no title seen
     title: str | None = None
-    cwd: str = ""  # working directory of the latest assistant message
-    finish: str = ""  # finish reason of the latest step of the turn
+    cwd: str = ""  # working directory of the latest assistant message (a path: bounded)
+    finish: str = ""  # finish reason of the latest step of the turn (AI SDK's, one word)
     retry: int = 0  # last retry attempt reported in this turn
     usage: Usage | None = None  # summed over the turn's steps
     ending: str = ""  # how the open turn ends, once session.error said so
-    error: str = ""  # that error's message
+    error: str = ""  # that error's message while short (else spooled: the turn's "error")
 
 
 class Request(Stored, frozen=True, kw_only=True):
@@ -61,7 +66,9 @@ class Request(Stored, frozen=True, kw_only=True):
 class State(Stored, frozen=True, kw_only=True):
     started: bool = False  # session.started emitted
     sessions: dict[str, Sess] = {}
-    roles: dict[str, str] = {}  # message id -> role, for messages of current turns
+    # message id -> role, for the messages of open turns (ids only, pruned when the turn
+    # ends: bounded by the steps of a turn, not by what they stream)
+    roles: dict[str, str] = {}
     msgSession: dict[str, str] = {}  # message id -> session id (to prune `roles`)
     parts: dict[str, Part] = {}
     requests: dict[str, Request] = {}

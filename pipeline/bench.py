@@ -34,7 +34,7 @@ from typing import Any
 
 import msgspec
 
-from adapters import Line, build, get, new_session, translate_record
+from adapters import Line, MemorySpool, build, get, new_session, translate_record
 from pipeline.broker import EmbeddedBroker, stop_process
 from pipeline.kafka_io import RawRecord
 from pipeline.replay import parse_line
@@ -112,10 +112,11 @@ def expected_events(sessions: list[Session]) -> dict[str, list[bytes]]:
     out: dict[str, list[bytes]] = {}
     for s in sessions:
         t = get(s.provider)
-        session = new_session(t)
+        session, spool = new_session(t), MemorySpool()
         events: list[bytes] = []
         for n, line in enumerate(s.lines):
-            session, evs, _ = translate_record(t, session, s.session_id, [line], offset=n)
+            session, evs, _ = translate_record(t, session, s.session_id, [line], offset=n,
+                                               spool=spool)
             events += [_timeless(encode_event(e)) for e in evs]
         out[s.session_id] = events
     return out
@@ -145,11 +146,11 @@ def bench_adapters(sessions: list[Session], batch: int = 1) -> dict[str, float]:
         n = 0
         start = time.perf_counter()
         for s in group:
-            session = new_session(t)
+            session, spool = new_session(t), MemorySpool()  # the spool the worker's table is
             lines = s.lines
             for i in range(0, len(lines), batch):
                 session, _, _ = translate_record(t, session, s.session_id, lines[i:i + batch],
-                                                 offset=i)
+                                                 offset=i, spool=spool)
             n += len(lines)
         elapsed = time.perf_counter() - start
         rates[provider] = n / elapsed
@@ -462,9 +463,17 @@ def _rss_mb(pid: int | None) -> float:
     return float("nan")
 
 
-async def _changelogs(settings: Settings) -> tuple[int, int, int]:
+async def _changelogs(settings: Settings, *, session: bytes | None = None,
+                      stats: dict[str, Any] | None = None) -> tuple[int, int, int]:
     """(live table entries, their bytes, all changelog bytes written) over every
-    canonflow table changelog of this app."""
+    canonflow table changelog of this app: the session states'
+    (`<app>-sessions.<provider>-changelog`, keyed by session) and their items' spooled
+    chunks (`<app>-items.<provider>-changelog`, keyed by session, NUL, stream, chunk).
+
+    With `session`, only that session's records count. `stats`, when given, receives
+    "records" (changelog records counted), "largest_value" (the largest value among
+    them, in bytes), "largest_key" (its table and key, NULs shown as "/") and "by_table"
+    (the bytes counted per table)."""
     from aiokafka import AIOKafkaConsumer
     from aiokafka.admin import AIOKafkaAdminClient
 
@@ -473,17 +482,25 @@ async def _changelogs(settings: Settings) -> tuple[int, int, int]:
     admin = AIOKafkaAdminClient(**kafka_client_kwargs(settings))
     await admin.start()
     try:
+        prefixes = (settings.app_id + "-sessions.", settings.app_id + "-items.")
         names = [t for t in await admin.list_topics()
-                 if t.startswith(settings.app_id + "-sessions.") and t.endswith("-changelog")]
+                 if t.startswith(prefixes) and t.endswith("-changelog")]
     finally:
         await admin.close()
+    if stats is not None:
+        stats.update(records=0, largest_value=0, largest_key="", by_table={})
     if not names:
         return 0, 0, 0
+    item_prefix = session + b"\x00" if session is not None else b""
     consumer = AIOKafkaConsumer(*names, **kafka_client_kwargs(settings), group_id=None,
-                                auto_offset_reset="earliest", enable_auto_commit=False)
+                                auto_offset_reset="earliest", enable_auto_commit=False,
+                                fetch_max_bytes=64 * 1024 * 1024,
+                                max_partition_fetch_bytes=16 * 1024 * 1024)
     await consumer.start()
-    latest: dict[bytes, int] = {}
-    total = 0
+    latest: dict[tuple[str, bytes], int] = {}
+    total = records = largest = 0
+    largest_key = ""
+    by_table: dict[str, int] = {}
     idle = 0
     try:
         while idle < 5:
@@ -492,16 +509,29 @@ async def _changelogs(settings: Settings) -> tuple[int, int, int]:
                 idle += 1
                 continue
             idle = 0
-            for recs in batch.values():
+            for tp, recs in batch.items():
                 for r in recs:
+                    if session is not None and r.key != session and \
+                            not (r.key or b"").startswith(item_prefix):
+                        continue
                     size = len(r.value) if r.value is not None else 0
                     total += size
+                    records += 1
+                    table = tp.topic[len(settings.app_id) + 1:-len("-changelog")]
+                    by_table[table] = by_table.get(table, 0) + size
+                    if size > largest:
+                        largest = size
+                        largest_key = f"{table} " + (r.key or b"").decode(
+                            "utf-8", "replace").replace("\x00", "/")
                     if r.value is None:
-                        latest.pop(r.key, None)
+                        latest.pop((tp.topic, r.key), None)
                     else:
-                        latest[r.key] = size
+                        latest[(tp.topic, r.key)] = size
     finally:
         await consumer.stop()
+    if stats is not None:
+        stats.update(records=records, largest_value=largest, largest_key=largest_key,
+                     by_table=by_table)
     return len(latest), sum(latest.values()), total
 
 

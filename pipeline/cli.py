@@ -263,16 +263,51 @@ def demo(timeout: float) -> None:
 @click.option("--timeout", type=float, default=300.0, show_default=True)
 @click.option("--recovery-sessions", type=int, default=100_000, show_default=True,
               help="Sessions in the table for the recovery measurement (0 skips it).")
+@click.option("--long", "long_", is_flag=True,
+              help="Run only the long-session workload: one session per provider and size, "
+                   "its answer and command output that long, through a worker with "
+                   "batch_max=1 (changelog, canonical and chat bytes per native byte, largest "
+                   "table value, peak RSS, seconds).")
+@click.option("--long-sizes", default="64k,1m,8m", show_default=True,
+              help="With --long: the sizes of the answer and the output (k = KiB, m = MiB).")
+@click.option("--long-providers", default="codex,claude,opencode,acp", show_default=True,
+              help="With --long: the providers.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def bench(broker: str | None, partitions: int | None, messages: int, repeat: int, batch: int,
-          fixtures: str | None, timeout: float, recovery_sessions: int, as_json: bool) -> None:
-    """Throughput and memory: adapter core, aiokafka and Faust ceilings, canonflow end to end."""
+          fixtures: str | None, timeout: float, recovery_sessions: int, long_: bool,
+          long_sizes: str, long_providers: str, as_json: bool) -> None:
+    """Throughput and memory: adapter core, aiokafka and Faust ceilings, canonflow end to end.
+
+    With --long, only the long-session workload (pipeline/bench_long.py)."""
     import json
     from pathlib import Path
 
+    settings = _settings(broker=broker, partitions=partitions)
+    if long_:
+        from pipeline.bench_long import (
+            CAPTURES,
+            format_long_report,
+            parse_sizes,
+            run_long_bench,
+        )
+
+        try:
+            sizes = parse_sizes(long_sizes)
+        except ValueError as e:
+            raise click.BadParameter(str(e), param_hint="--long-sizes") from None
+        providers = [p.strip() for p in long_providers.split(",") if p.strip()]
+        unknown = [p for p in providers if p not in CAPTURES]
+        if unknown or not providers:
+            raise click.BadParameter(f"{unknown or 'none given'}; use some of "
+                                     f"{', '.join(CAPTURES)}", param_hint="--long-providers")
+        result = run_long_bench(settings, sizes=sizes, providers=providers,
+                                fixtures=Path(fixtures) if fixtures else None, timeout=timeout,
+                                say=lambda s: click.echo(s, err=True))
+        click.echo(json.dumps(result, indent=2) if as_json else format_long_report(result))
+        return
+
     from pipeline.bench import format_report, run_bench
 
-    settings = _settings(broker=broker, partitions=partitions)
     result = run_bench(settings, messages=messages, repeat=repeat, batch=batch,
                        fixtures=Path(fixtures) if fixtures else None, timeout=timeout,
                        say=lambda s: click.echo(s, err=True),

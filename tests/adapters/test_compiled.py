@@ -45,11 +45,11 @@ class Outcome(msgspec.Struct, array_like=True):
 
 
 # run in the child: each conversation record by record, the session state encoded and
-# decoded between records as the pipeline's tables do
+# decoded between records as the pipeline's tables do, its spooled chunks in a spool
 CHILD = """
 import sys
 import msgspec
-from adapters import Line, Session, build, get, new_session, translate_record
+from adapters import Line, MemorySpool, Session, build, get, new_session, translate_record
 from topics.canonical import encode_event
 
 convs = msgspec.msgpack.decode(open(sys.argv[1], "rb").read(),
@@ -58,9 +58,10 @@ out = []
 for provider, lines in convs:
     t = get(provider)
     codec = msgspec.msgpack.Decoder(Session[t.state_type])
-    session = new_session(t)
+    session, spool = new_session(t), MemorySpool()
     for n, line in enumerate(lines):
-        session, events, failures = translate_record(t, session, "sid", [line], offset=n)
+        session, events, failures = translate_record(t, session, "sid", [line], offset=n,
+                                                     spool=spool)
         session = codec.decode(msgspec.msgpack.encode(session))
         out.append(([encode_event(e) for e in events],
                     [f"{type(f.error).__name__}: {f.error}" for f in failures]))

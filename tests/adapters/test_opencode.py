@@ -12,7 +12,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from adapters import AdapterError, Session, get, new_session, opencode, translate_record
+from adapters import (
+    AdapterError,
+    MemorySpool,
+    Session,
+    get,
+    new_session,
+    opencode,
+    translate_record,
+)
 from tests.adapters.harness import (
     SHARED,
     assert_envelope_invariants,
@@ -394,3 +402,162 @@ def test_each_known_event_type_alone_gives_no_warning():
         _s, events, _failures = translate_record(get("opencode"), new_session(get("opencode")),
                                                  "s1", line, offset=1)
         assert not _warnings([json.loads(encode_event(e)) for e in events]), kind
+
+
+# ---- long streams: the state keeps lengths and digests, the spool keeps the text ---------
+
+
+def _delta(pid: str, text: str) -> tuple[str, dict[str, Any]]:
+    return _v2("message.part.delta", sessionID="ses_1", messageID="msg_a", partID=pid,
+               field="text", delta=text)
+
+
+def _bash(status: str, **state: Any) -> tuple[str, dict[str, Any]]:
+    return _v2("message.part.updated", sessionID="ses_1",
+               part={**_TOOL, "state": {"status": status, "input": {"command": "yes"}, **state}})
+
+
+def _stored(messages: list[tuple[str, dict[str, Any]]]
+            ) -> tuple[list[dict[str, Any]], list[int], list[int]]:
+    """Feed record by record, the session encoded and decoded between records as the
+    session table stores it: the events, the encoded session's size and the spool's
+    chunk count after each record."""
+    t = get("opencode")
+    codec = msgspec.msgpack.Decoder(Session[opencode.State])
+    spool = MemorySpool()
+    session = new_session(t)
+    events: list[dict[str, Any]] = []
+    sizes, chunks = [], []
+    for n, line in enumerate(capture_lines(messages), 1):
+        session, got, failures = translate_record(t, session, "s1", [line], offset=n,
+                                                  spool=spool)
+        assert not failures, failures[0].error
+        stored = msgspec.msgpack.encode(session)
+        sizes.append(len(stored))
+        chunks.append(len(spool))
+        session = codec.decode(stored)
+        events += [json.loads(encode_event(e)) for e in got]
+    return events, sizes, chunks
+
+
+def _completed(events: list[dict[str, Any]], item_type: str) -> dict[str, Any]:
+    (done,) = [e["payload"] for e in events if e["type"] == "item.completed"
+               and e["payload"]["itemType"] == item_type]
+    return done
+
+
+@pytest.mark.parametrize("close", ["snapshot", "message"])
+def test_a_long_stream_keeps_the_session_small_and_completes_its_items_whole(close):
+    """2,000 text deltas of 1 KiB (each ending in a newline, held back until the next),
+    then a command whose output grows by 1 KiB per update (OpenCode re-sends a running
+    command's whole output so far: 200 updates are 20 MB of input already). The part
+    closes with its trimmed closing snapshot, or, cut off, with its message: then its
+    text comes back whole from the spool."""
+    parts = [f"{i:05d} " + "x" * 1017 + "\n" for i in range(2000)]
+    answer = "".join(parts)
+    output = "".join(f"{i:05d} " + "y" * 1017 + "\n" for i in range(200))
+    closing = _text_part("prt_1", answer.rstrip(), end=True) if close == "snapshot" else \
+        _v2("message.updated", sessionID="ses_1",
+            info={"id": "msg_a", "sessionID": "ses_1", "role": "assistant",
+                  "time": {"created": 2, "completed": 3}})
+    messages = [*_PROMPT, _text_part("prt_1", ""), *(_delta("prt_1", p) for p in parts),
+                _PENDING,
+                *(_bash("running", metadata={"output": output[:1024 * (i + 1)]},
+                        time={"start": 1}) for i in range(200)),
+                _bash("completed", output=output, metadata={"output": output, "exit": 0},
+                      title="yes", time={"start": 1, "end": 2}),
+                closing, _IDLE]
+    events, sizes, chunks = _stored(messages)
+    assert max(sizes) < 4096, max(sizes)
+    assert max(chunks) >= 2000 and chunks[-1] == 0  # spooled, and dropped on completion
+    assert_envelope_invariants(events)
+    # every delta is forwarded as it comes, its trailing newline moved to the next one
+    deltas = [e["payload"]["delta"] for e in events if e["type"] == "content.delta"
+              and e["payload"]["streamKind"] == "assistant_text"]
+    assert deltas[:2000] == [parts[0][:-1]] + ["\n" + p[:-1] for p in parts[1:]]
+    text = answer.rstrip() if close == "snapshot" else answer  # cut off: flushes all
+    assert "".join(deltas) == text
+    assert _completed(events, "assistant_message")["text"] == text
+    streamed = "".join(e["payload"]["delta"] for e in events if e["type"] == "content.delta"
+                       and e["payload"]["streamKind"] == "command_output")
+    assert streamed == output
+    tool = _completed(events, "command_execution")
+    assert (tool["output"], tool["exitCode"]) == (output, 0)
+    assert [e["payload"]["state"] for e in events if e["type"] == "turn.completed"] == \
+        ["completed"]
+
+
+def test_a_snapshot_diverging_from_a_long_streamed_text_re_bases_on_their_common_prefix():
+    chunks = [f"{i:03d}" + "a" * 97 for i in range(10)]  # 1,000 characters: spooled
+    said = "".join(chunks)
+    diverged = said[:450] + "B" * 600
+    lines = capture_lines([*_PROMPT, _text_part("prt_1", ""),
+                           *(_delta("prt_1", c) for c in chunks),
+                           _text_part("prt_1", said[:300]),  # stale: adds nothing
+                           _text_part("prt_1", diverged),  # read back from the spool
+                           _delta("prt_1", "!"),
+                           _text_part("prt_1", diverged + "!", end=True)])
+    events = events_of(assert_three_ways("opencode", lines))
+    deltas = [e["payload"]["delta"] for e in events if e["type"] == "content.delta"]
+    assert deltas == [*chunks, "B" * 600, "!"]  # from the first differing character
+    assert _completed(events, "assistant_message")["text"] == diverged + "!"
+
+
+@pytest.mark.parametrize("role", ["assistant", "user"])
+def test_a_long_text_buffered_while_its_role_is_unknown_is_spooled_then_released(role):
+    # no prompt seen yet (a stream joined mid-way): the part waits for its message's role
+    chunks = [f"{i:03d} " + "c" * 95 + "\n" for i in range(200)]  # 20,000 characters
+    text = "".join(chunks)
+    message = _v2("message.updated", sessionID="ses_1",
+                  info={"id": "msg_a", "sessionID": "ses_1", "role": role,
+                        "time": {"created": 2}})
+    messages = [_text_part("prt_1", ""), *(_delta("prt_1", c) for c in chunks), message,
+                _text_part("prt_1", text.rstrip(), end=True), _IDLE]
+    events, sizes, chunks_left = _stored(messages)
+    assert max(sizes) < 4096, max(sizes)
+    assert chunks_left[-1] == 0
+    assert events == events_of(run_whole("opencode", capture_lines(messages)))
+    if role == "assistant":
+        # released at once, its trailing newline held back; the closing snapshot ends it
+        assert assistant_texts(events) == [text.rstrip()]
+        assert _completed(events, "assistant_message")["text"] == text.rstrip()
+    else:
+        assert assistant_texts(events) == []
+        assert _completed(events, "user_message")["text"] == text
+
+
+def test_a_long_run_of_whitespace_held_back_is_spooled_and_emitted_exactly():
+    run = [" \n\t" * 5 for _ in range(40)]  # 600 characters of whitespace
+    lines = capture_lines([*_PROMPT, _text_part("prt_1", ""), _delta("prt_1", "a"),
+                           *(_delta("prt_1", w) for w in run), _delta("prt_1", "b"),
+                           _text_part("prt_1", "a" + "".join(run) + "b", end=True)])
+    events = events_of(assert_three_ways("opencode", lines))
+    deltas = [e["payload"]["delta"] for e in events if e["type"] == "content.delta"]
+    assert deltas == ["a", "".join(run) + "b"]
+
+
+def test_a_long_session_error_message_is_spooled_until_the_turn_ends():
+    message = "".join(f"{i:05d} the provider refused the request\n" for i in range(3000))
+    busy = _v2("session.status", sessionID="ses_1", status={"type": "busy"})
+    error = _v2("session.error", sessionID="ses_1",
+                error={"name": "APIError", "data": {"message": message}})
+    events, sizes, chunks = _stored([*_PROMPT, busy, error, busy, busy, _IDLE])
+    assert max(sizes) < 4096, max(sizes)
+    assert chunks[-1] == 0
+    (done,) = [e["payload"] for e in events if e["type"] == "turn.completed"]
+    assert (done["state"], done["errorMessage"]) == ("failed", message)
+
+
+def test_a_command_output_that_does_not_extend_what_was_streamed_adds_nothing():
+    # metadata.output is the output so far; one that does not begin with what was
+    # streamed (a window that dropped its head) has no new suffix: never a misaligned one
+    lines = capture_lines([*_PROMPT, _PENDING,
+                           _bash("running", metadata={"output": "one\n"}),
+                           _bash("running", metadata={"output": "one\ntwo\n"}),
+                           _bash("running", metadata={"output": "two\nthree\nfour\n"}),
+                           _bash("completed", output="one\ntwo\nthree\nfour\n",
+                                 metadata={"exit": 0})])
+    events = events_of(assert_three_ways("opencode", lines))
+    deltas = [e["payload"]["delta"] for e in events if e["type"] == "content.delta"]
+    assert deltas == ["one\n", "two\n"]
+    assert _completed(events, "command_execution")["output"] == "one\ntwo\nthree\nfour\n"

@@ -122,3 +122,15 @@ def test_random_appends_in_random_records_read_back_exactly(seed: int) -> None:
     assert out.rest("i1", "out", text + "!") == "!"
     got = out.take("i1", "out")
     assert got is not None and got.text == text
+
+
+def test_no_chunk_holds_more_than_16k_characters_whatever_one_record_appends() -> None:
+    """A table value stays within 64 KiB: a record that appends a 100,000-character
+    snapshot, or many small texts, spools them in chunks of at most 16 Ki characters."""
+    spool = MemorySpool()
+    streams = record(spool, {}, "é" * 100_000)
+    streams = record(spool, streams, *(["abc" * 100] * 200))
+    assert max(len(c) for c in spool.chunks.values()) <= 16 * 1024
+    assert max(len(c.encode()) for c in spool.chunks.values()) <= 64 * 1024
+    got = emitter(spool, streams).take("i1", "out")
+    assert got is not None and got.text == "é" * 100_000 + "abc" * 100 * 200
