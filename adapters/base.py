@@ -47,6 +47,7 @@ from adapters.contract import (
     Spool,
     Stream,
 )
+from adapters.ids import DEDUPE_KEPT, MESSAGE_IDS
 from topics.canonical import (
     SCHEMA_VERSION,
     ItemCompleted,
@@ -161,6 +162,12 @@ def iso_ms(ms: int) -> str:
 #: The most a spooled stream keeps of one item's text or output, in UTF-8 bytes (see
 #: Emitter "Streams"); the worker's is CANONFLOW_ITEM_CAP.
 DEFAULT_ITEM_CAP: Final = 8 * 1024 * 1024
+#: What one raw record may emit at most, one line at a time: past these, unknown-type
+#: warnings are counted into one warning and failed lines into one dead letter (a record
+#: of 100,000 bad lines gave 100,000 dead letters, 24.5 MB; the record itself stays in its
+#: raw topic at its offset, so nothing is lost).
+MAX_WARNINGS_PER_RECORD: Final = 32
+MAX_FAILURES_PER_RECORD: Final = 32
 #: The most characters one spooled chunk holds: at most 64 KiB of UTF-8, the bound on
 #: every table value (a record's appends to a stream share a chunk up to this).
 _CHUNK: Final = 16 * 1024
@@ -188,6 +195,7 @@ class Emitter:
         "provider", "session_id", "seq", "epoch_ms", "clock_ms", "_created", "_id_prefix",
         "include_raw", "raw_source", "events", "_message", "native_type",
         "streams", "_own_streams", "spool", "cap", "_writes", "_fresh", "_fresh_len", "_undo",
+        "_warned", "_folded",
     )
 
     def __init__(self, provider: str, session_id: str, seq: int, clock_ms: int,
@@ -217,6 +225,8 @@ class Emitter:
         self._fresh: dict[str, list[str]] = {}
         self._fresh_len: dict[str, int] = {}  # characters in each of those chunks
         self._undo: list[tuple[str, int, Any]] = []
+        self._warned = 0  # unknown-type warnings emitted for this record
+        self._folded: dict[str, int] = {}  # and those folded into one, by native type
 
     def id(self, prefix: str, part: str, part2: str | None = None) -> str:
         """Canonical id for one or two provider id parts, scoped to this session
@@ -286,7 +296,13 @@ class Emitter:
     def unknown(self, native_type: str, *, thread: str | UnsetType = UNSET,
                 turn: str | UnsetType = UNSET) -> None:
         """A valid message of a type this adapter does not know: a warning that carries
-        the native message in `raw` (always, whatever include_raw says), never a drop."""
+        the native message in `raw` (always, whatever include_raw says), never a drop.
+        Past MAX_WARNINGS_PER_RECORD in one record, the rest are counted by type into one
+        warning at the record's end (the record itself is in its raw topic)."""
+        if self._warned >= MAX_WARNINGS_PER_RECORD:
+            self._folded[native_type] = self._folded.get(native_type, 0) + 1
+            return
+        self._warned += 1
         self.emit(
             RuntimeWarningEvent,
             RuntimeWarningPayload(
@@ -657,6 +673,15 @@ _SHAPE_ERRORS: Final = (KeyError, TypeError, AttributeError, ValueError, IndexEr
 _MAX_TIME_MS: Final = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
 
 
+def _id_digest(message_id: str, data: bytes) -> int:
+    """64 bits of a native message's id and bytes: what Session.seen keeps. Both must
+    match for a message to be the same one again (a retried produce repeats the bytes;
+    an id a runtime used twice for two messages drops neither)."""
+    h = hashlib.blake2b(message_id.encode("utf-8", "surrogatepass"), digest_size=8)
+    h.update(data)
+    return int.from_bytes(h.digest(), "big")
+
+
 def decode_message(data: bytes) -> dict[str, Any]:
     """Decode one native JSON line. Raises MalformedRecord if it is not a JSON object."""
     try:
@@ -716,6 +741,9 @@ def translate_record(
     translate = translator.translate
     events = out.events
     failures: list[LineFailure] = []
+    folded: list[int] = []  # lines that failed past MAX_FAILURES_PER_RECORD
+    message_id = MESSAGE_IDS.get(translator.provider)
+    seen = session.seen
     marks = session.marks
     if moved:
         marks = {**marks, session.partition: session.watermark}
@@ -738,6 +766,13 @@ def translate_record(
                                           "and 9999")
                 out.set_clock(time_ms)
             obj = decode_message(data)
+            digest = -1
+            if message_id is not None:
+                mid = message_id(obj, line.origin)
+                if mid is not None:
+                    digest = _id_digest(mid, data)
+                    if digest in seen:
+                        continue  # the same message again (a retried produce): once is all
             message = out._message = Message(obj, data, line.origin, time_ms)
             out.native_type = UNSET
             try:
@@ -748,6 +783,8 @@ def translate_record(
                     # (the envelope is ours; the payload holds the native values)
                     _check_payload(events[k].payload)  # type: ignore[attr-defined]
                 state = new_state
+                if digest >= 0:
+                    seen = (*seen[1 - DEDUPE_KEPT:], digest) if seen else (digest,)
             except _SHAPE_ERRORS as e:
                 kind = obj.get("type", obj.get("method", "?"))
                 raise MalformedRecord(
@@ -758,7 +795,21 @@ def translate_record(
             del events[mark:]
             out.seq = seq
             out._rollback()
-            failures.append(LineFailure(n, data, e))
+            if len(failures) < MAX_FAILURES_PER_RECORD:
+                failures.append(LineFailure(n, data, e))
+            else:
+                folded.append(n)
+    if folded:
+        failures.append(LineFailure(folded[0], b"", MalformedRecord(
+            f"{len(folded)} more lines of this record failed (lines {folded[0]}-{folded[-1]}, "
+            f"past the first {MAX_FAILURES_PER_RECORD}): the whole record is in its raw "
+            f"topic at offset {offset}")))
+    if out._folded:
+        out.emit(RuntimeWarningEvent, RuntimeWarningPayload(
+            message=f"{sum(out._folded.values())} more messages of types this adapter does "
+                    f"not know (past the first {MAX_WARNINGS_PER_RECORD} of this record): "
+                    f"the whole record is in its raw topic at offset {offset}",
+            detail={"nativeTypes": dict(sorted(out._folded.items()))}), synthetic=True)
     if events:
         thread, turn, open_items = _follow(session, events, out)
     else:
@@ -769,7 +820,7 @@ def translate_record(
     return (
         Session(seq=out.seq, watermark=offset, partition=partition, clockMs=out.clock_ms,
                 epochMs=epoch, thread=thread, turn=turn, open=open_items, state=state,
-                streams=out.streams, marks=marks),
+                streams=out.streams, marks=marks, seen=seen),
         events,
         failures,
     )

@@ -93,6 +93,7 @@ class Session(Stored, Generic[S], frozen=True, kw_only=True):
     state: S
     streams: dict[str, Stream] = {}  # open streams by "<itemId>/<stream>" (Emitter.append)
     marks: dict[int, int] = {}  # watermarks of the partitions the session's records left
+    seen: tuple[int, ...] = ()  # digests of the last native message ids (adapters.ids)
 
 
 class Message(Struct, gc=False):

@@ -161,3 +161,22 @@ def test_one_poison_line_costs_exactly_that_line(provider: str):
     assert [f.line for f in failures] == [0, 2, 3]
     assert all(isinstance(f.error, MalformedRecord) for f in failures)
     assert [e.seq for e in events] == [e.seq for e in alone]
+
+
+@pytest.mark.parametrize("provider", providers())
+def test_one_record_of_many_bad_or_unknown_lines_emits_a_bounded_amount(provider: str):
+    """A 300 KB record of 100,000 tiny invalid lines gave 100,000 dead letters, and
+    80,000 unknown-type lines 80,000 warnings (29 MB): past 32 of each, the rest are
+    counted into one dead letter and one warning that say where the record is."""
+    t = get(provider)
+    bad = [Line(b"{", "agent", 1_764_000_000_000)] * 5_000
+    _, events, failures = translate_record(t, new_session(t), "s", bad, offset=7)
+    assert len(failures) == 33 and events == []
+    assert "4968 more lines" in str(failures[-1].error) and "offset 7" in str(failures[-1].error)
+    unknown = [Line(json.dumps({"type": f"x{k % 3}", "method": f"x/{k % 3}"}).encode(), "agent",
+                    1_764_000_000_000) for k in range(5_000)]
+    _, events, failures = translate_record(t, new_session(t), "s", unknown, offset=8)
+    warnings = [e for e in events if e.__struct_config__.tag == "runtime.warning"]
+    assert len(events) < 40 and len(warnings) <= 33
+    if len(warnings) == 33:  # the adapter warns about each unknown message
+        assert sum(warnings[-1].payload.detail["nativeTypes"].values()) == 5_000 - 32

@@ -3,6 +3,7 @@ and the protocol coverage (every `Event.*` of the OpenAPI document mapped or ign
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -240,8 +241,12 @@ def test_captured_conversation_matches_its_oracle(path: Path):
 # ---- behaviour in isolation -------------------------------------------------------------
 
 
+_EVENT_IDS = itertools.count(1)
+
+
 def _v2(kind: str, **props: Any) -> tuple[str, dict[str, Any]]:
-    return ("agent", {"id": f"evt_{kind}", "type": kind, "properties": props})
+    # every bus event has an id of its own (a repeated id and body is a duplicate)
+    return ("agent", {"id": f"evt_{kind}_{next(_EVENT_IDS)}", "type": kind, "properties": props})
 
 
 def _text_part(pid: str, text: str, end: bool = False) -> tuple[str, dict[str, Any]]:

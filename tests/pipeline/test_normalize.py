@@ -207,3 +207,31 @@ def test_a_session_whose_records_alternate_partitions_loses_nothing_and_says_so(
     assert [{k: v for k, v in e.items() if k not in strip} for e in kept] == \
         [{k: v for k, v in e.items() if k not in strip} for e in one]
     assert [e["seq"] for e in moved] == list(range(1, len(moved) + 1))
+
+
+def test_a_raw_record_sent_twice_gives_its_text_once_where_the_runtime_ids_its_messages():
+    """A producer retry without idempotence writes the same record again at a later
+    offset. Claude ids every line (uuid): the copy is dropped and the text comes once
+    ("This is", not "ThiThis is"). Without ids (codex deltas), two equal lines cannot be
+    told from two equal deltas, and both are kept (README, guarantee 1)."""
+    path = CAPTURE.parent / "claude" / "claude-code-stream-json-partial__text.capture.jsonl"
+    lines = [json.dumps(json.loads(ln)["msg"]).encode() for ln in path.read_bytes().splitlines()]
+    n = Normalizer("claude")
+
+    def run(values: list[bytes]) -> list[dict]:
+        state, out = None, []
+        for offset, value in enumerate(values):
+            o = n.process(state, b"s1", value, partition=0, offset=offset)
+            state, out = o.state or state, out + [json.loads(r) for r in o.records]
+        return out
+
+    once = run(lines)
+    twice = run([v for line in lines for v in (line, line)])  # every record sent again
+    assert twice == once
+    # the same uuid on other bytes is not a copy: kept (a runtime's id reuse drops nothing)
+    k = next(i for i, line in enumerate(lines) if b"text_delta" in line)
+    other = json.loads(lines[k])
+    other["event"]["delta"]["text"] = "MORE"
+    changed = run(lines[:k + 1] + [json.dumps(other).encode()] + lines[k + 1:])
+    assert len(changed) == len(once) + 1
+    assert "MORE" in [e["payload"].get("delta") for e in changed if e["type"] == "content.delta"]
