@@ -48,15 +48,20 @@ def run(broker: str | None, partitions: int | None, include_raw: bool | None,
         web_port: int | None, no_web: bool) -> None:
     """Run the worker. With no broker configured, start an embedded one first.
 
-    Creates the catalog's topics, runs the normalize agents until Ctrl-C / SIGTERM,
-    then stops the embedded broker.
+    Creates the catalog's topics (waiting, with backoff, for a broker that does not
+    answer yet), runs the normalize agents until Ctrl-C / SIGTERM, then stops the
+    embedded broker.
     """
-    from pipeline.worker import broker_for, ensure_topics, run_worker
+    from pipeline.worker import Stopped, broker_for, ensure_topics_waiting, run_worker
 
     settings = _settings(broker=broker, partitions=partitions, include_raw=include_raw,
                          web_port=web_port, web_enabled=False if no_web else None)
     with broker_for(settings) as live:
-        created = ensure_topics(live)
+        try:  # a worker of a fleet may start before its broker: it waits for it
+            created = ensure_topics_waiting(live, say=lambda s: click.echo(s, err=True))
+        except Stopped as e:
+            click.echo(f"canonflow: stopped ({e}) before the broker answered", err=True)
+            sys.exit(e.code)
         click.echo(f"canonflow: broker {live.broker}; topics created: {len(created)}; "
                    f"providers: {', '.join(live.providers)}", err=True)
         run_worker(live)
@@ -144,12 +149,14 @@ def produce(broker: str | None, provider: str, session: str, fmt: str, batch: in
 @click.option("--max", "max_events", type=int, default=None, help="Exit after N records.")
 def tail(broker: str | None, session: str | None, as_json: bool, deadletters: bool, view: str,
          from_beginning: bool, idle_timeout: float | None, max_events: int | None) -> None:
-    """Follow agents.canonical (or the chat) and print it readably (Ctrl-C stops)."""
+    """Follow agents.canonical (or the chat) and print it readably (Ctrl-C stops).
+
+    Control characters in what it prints (agent output, session ids: anything a
+    producer wrote) are shown as escapes, never sent to the terminal raw."""
     import asyncio
-    import json
 
     from pipeline.kafka_io import follow
-    from pipeline.render import ChatRenderer, render
+    from pipeline.render import ChatRenderer, decode_record, json_text, render, unreadable
     from topics.catalog import CANONICAL_TOPIC, CHAT_TOPIC, DEADLETTER_TOPIC
 
     settings = _settings(broker=broker)
@@ -164,11 +171,13 @@ def tail(broker: str | None, session: str | None, as_json: bool, deadletters: bo
             return False
         seen += 1
         if as_json or deadletters:
-            click.echo(rec.value.decode("utf-8", "replace"))
+            click.echo(json_text(rec.value))
+        elif (record := decode_record(rec.value)) is None:
+            click.echo(unreadable(rec.value))
         elif view == "chat":
-            chat(json.loads(rec.value))
+            chat(record)
         else:
-            click.echo(render(json.loads(rec.value)))
+            click.echo(render(record))
         return max_events is not None and seen >= max_events
 
     chat = ChatRenderer(lambda s: (sys.stdout.write(s), sys.stdout.flush()))

@@ -49,9 +49,20 @@ class Settings(Struct, frozen=True, kw_only=True):
     #: max.message.bytes; Kafka's default is 1048588): longer dead letters keep only the
     #: first bytes of the original, with its size and hash (topics.records.DeadLetter).
     max_message_bytes: int = 1_000_000
+    #: Dead letters keep the original record's bytes, secrets included, for the dead-letter
+    #: topic's retention (30 days); by default they hold it redacted, with its size and
+    #: SHA-256 (pipeline.redact reads CANONFLOW_DEADLETTER_ORIGINAL; a warning at start).
+    deadletter_original: bool = False
+    #: Redaction work a record may spend, per byte of it (bytes scanned, matches weighing
+    #: more): a record past it has its remaining secret-bearing strings masked whole.
+    redact_budget: int = 64
     web_enabled: bool = True
     web_host: str = "127.0.0.1"
     web_port: int = 6066
+    #: Host names the web server answers besides loopback names, the bound address and
+    #: the address a request came in on (pipeline.web.AllowedHosts): comma-separated
+    #: names, .suffixes, IP addresses, networks, or * for any. Others get 421.
+    web_allowed_hosts: str = ""
     #: Faust's producer batch size; 1 makes Tansu's ListOffsets exact (embedded broker
     #: only), and then the session changelogs end each delivery with a one-record batch.
     producer_max_batch_size: int | None = None

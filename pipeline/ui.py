@@ -6,7 +6,10 @@ offsets), keeps a bounded in-memory view of the sessions, and serves one static 
 (pipeline/ui_static/, no build step, nothing from a CDN) that lists the sessions and
 shows any of them as a readable chat, updated by Server-Sent Events.
 
-HTTP surface (loopback only by default; the chat holds code and command output):
+HTTP surface (loopback only by default; the chat holds code and command output). Every
+request must name an allowed host (pipeline.web.AllowedHosts: loopback names, the
+address it came in on, the bound address, --allowed-hosts), else it gets 421, wherever
+the UI listens: a page that rebinds its DNS name to the UI's address sends its own name.
 
 - `GET /` the page; `GET /static/...` its script and style.
 - `GET /api/sessions` the session list, most recent first (JSON array).
@@ -36,12 +39,13 @@ import ipaddress
 import json
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from pipeline.web import AllowedHosts, host_guard
 from topics.catalog import CHAT_TOPIC
 
 if TYPE_CHECKING:
@@ -55,7 +59,6 @@ DEFAULT_MAX_SESSIONS = 200
 DEFAULT_MAX_RECORDS = 5000
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 HEARTBEAT_SECONDS = 15.0
-LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
 
 #: Session states, as /api/sessions reports them.
 WORKING, WAITING_APPROVAL, WAITING_ANSWER, DONE, FAILED = (
@@ -430,34 +433,15 @@ class _Handlers:
             await resp.write(b"".join(parts))
 
 
-def _host_guard(allowed: Collection[str]) -> Any:
-    """Middleware refusing requests whose Host is not a loopback name: a web page the
-    user visits cannot read the chat through DNS rebinding."""
-    from aiohttp import web
-
-    @web.middleware
-    async def guard(request: web.Request, handler: Any) -> web.StreamResponse:
-        try:
-            host = request.url.host
-        except ValueError:
-            host = None
-        if host not in allowed:
-            raise web.HTTPMisdirectedRequest(text="canonflow ui answers loopback names only")
-        resp: web.StreamResponse = await handler(request)
-        return resp
-
-    return guard
-
-
 def create_ui_app(settings: Settings, *, max_sessions: int = DEFAULT_MAX_SESSIONS,
                   max_records: int = DEFAULT_MAX_RECORDS, max_bytes: int = DEFAULT_MAX_BYTES,
                   from_beginning: bool = True, consume: bool = True,
-                  allowed_hosts: Collection[str] | None = LOOPBACK_NAMES,
+                  allowed_hosts: AllowedHosts | None = None,
                   store: ChatStore | None = None) -> web.Application:
     """The UI's aiohttp application. Nothing runs until the app is started: then the
     chat consumer starts (unless `consume` is False, e.g. to feed `store` directly),
-    and it stops with the app. `allowed_hosts=None` accepts any Host header (needed
-    when serving beyond loopback).
+    and it stops with the app. It answers the hosts `allowed_hosts` allows (default:
+    loopback names and the address a request came in on), others get 421.
 
     Raises ValueError for non-positive limits.
     """
@@ -467,7 +451,8 @@ def create_ui_app(settings: Settings, *, max_sessions: int = DEFAULT_MAX_SESSION
         max_sessions=max_sessions, max_records=max_records, max_bytes=max_bytes)
     status = ConsumerStatus()
     h = _Handlers(store, status, settings)
-    app = web.Application(middlewares=[_host_guard(allowed_hosts)] if allowed_hosts else [])
+    guard = host_guard(allowed_hosts or AllowedHosts.parse(""), "canonflow ui")
+    app = web.Application(middlewares=[guard])
     app.router.add_get("/", h.index)
     app.router.add_get("/api/sessions", h.sessions)
     app.router.add_get("/api/sessions/{session_id}", h.session)
@@ -515,6 +500,18 @@ async def serve_ui(app: web.Application, host: str, port: int, stop: asyncio.Eve
         await runner.cleanup()
 
 
+def ui_app_for(settings: Settings, host: str, allowed_hosts: str, **options: Any
+               ) -> web.Application:
+    """The application `canonflow ui --host HOST --allowed-hosts ...` serves: beyond
+    loopback too, it answers only loopback names, HOST, the address a request came in
+    on and `allowed_hosts` (comma-separated, as pipeline.web.AllowedHosts.parse reads).
+
+    Raises ValueError for a bad entry or limit.
+    """
+    return create_ui_app(settings, allowed_hosts=AllowedHosts.parse(allowed_hosts, bound=host),
+                         **options)
+
+
 def _is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
@@ -533,6 +530,11 @@ def _is_loopback(host: str) -> bool:
                    "shows code and command output, and the page has no login.")
 @click.option("--port", envvar="CANONFLOW_UI_PORT", type=int, default=DEFAULT_PORT,
               show_default=True, help="Port (env CANONFLOW_UI_PORT; 0 = any free port).")
+@click.option("--allowed-hosts", envvar="CANONFLOW_UI_ALLOWED_HOSTS", default="",
+              help="Host names the UI answers besides loopback names, --host and the "
+                   "address a request came in on: comma-separated names, .suffixes, IP "
+                   "addresses, networks, or * for any (env CANONFLOW_UI_ALLOWED_HOSTS). "
+                   "Others get 421, so no page can read the chat by rebinding its name.")
 @click.option("--max-sessions", envvar="CANONFLOW_UI_MAX_SESSIONS", type=int,
               default=DEFAULT_MAX_SESSIONS, show_default=True,
               help="Sessions kept in memory; the least recently active is evicted.")
@@ -544,8 +546,8 @@ def _is_loopback(host: str) -> bool:
               help="Memory budget of the store, in MiB (one session gets at most a quarter).")
 @click.option("--from-beginning/--from-now", default=True, show_default=True,
               help="Read agents.chat from its start, or only new records.")
-def ui(broker: str | None, host: str, port: int, max_sessions: int, max_records: int,
-       max_mb: int, from_beginning: bool) -> None:
+def ui(broker: str | None, host: str, port: int, allowed_hosts: str, max_sessions: int,
+       max_records: int, max_mb: int, from_beginning: bool) -> None:
     """Serve a live chat view of agents.chat in the browser (http://127.0.0.1:8066/).
 
     Lists the sessions with provider, state and last activity; shows any of them as
@@ -561,14 +563,13 @@ def ui(broker: str | None, host: str, port: int, max_sessions: int, max_records:
         raise click.UsageError(str(e)) from None
     if not settings.broker:
         raise click.UsageError("ui needs --broker (or CANONFLOW_BROKER)")
-    loopback = _is_loopback(host)
     try:
-        app = create_ui_app(settings, max_sessions=max_sessions, max_records=max_records,
-                            max_bytes=max_mb * 1024 * 1024, from_beginning=from_beginning,
-                            allowed_hosts=LOOPBACK_NAMES if loopback else None)
+        app = ui_app_for(settings, host, allowed_hosts, max_sessions=max_sessions,
+                         max_records=max_records, max_bytes=max_mb * 1024 * 1024,
+                         from_beginning=from_beginning)
     except ValueError as e:
         raise click.UsageError(str(e)) from None
-    if not loopback:
+    if not _is_loopback(host):
         click.echo(f"canonflow ui: WARNING: listening on {host}, beyond this machine, "
                    "with no login", err=True)
 
@@ -587,4 +588,4 @@ def ui(broker: str | None, host: str, port: int, max_sessions: int, max_records:
 
 
 __all__ = ["ChatStore", "SessionView", "consume_chat", "create_ui_app", "serve_ui", "ui",
-           "STATIC_DIR", "DEFAULT_PORT"]
+           "ui_app_for", "STATIC_DIR", "DEFAULT_PORT"]

@@ -13,14 +13,23 @@ nothing (Faust's `/` answers as long as the process runs).
 The views are `app.page` views (Faust's public web API), registered by
 `install_web`; the gauges that describe Faust's state (assignment, consumer lag,
 rebalances, recovery, tables) are read from Faust's public attributes at scrape time.
+
+Every request, to these views and to Faust's own, must name an allowed host
+(`AllowedHosts`, CANONFLOW_WEB_ALLOWED_HOSTS), else it gets 421: a web page the user
+visits can rebind its DNS name to the worker's address and then read it as
+same-origin, but the browser still sends the page's own name as Host. Faust's /table/
+and /router/ views are off: they read table values (the items tables spool pending
+command output) and the cluster's layout, and canonflow needs neither.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
+import re
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from pipeline.metrics import CONTENT_TYPE, Labels, WorkerMetrics
@@ -30,6 +39,141 @@ log = logging.getLogger("canonflow.web")
 
 #: Table sizes on RocksDB are counted at most this often (it counts by iterating keys).
 TABLE_SIZE_INTERVAL = 30.0
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+#: A DNS name as a Host header carries it (lowercased): dot-separated labels of letters,
+#: digits, '-' (not at either end) and '_' (compose and some resolvers use it).
+_NAME = re.compile(r"[a-z0-9_](?:[a-z0-9_-]*[a-z0-9_])?(?:\.[a-z0-9_](?:[a-z0-9_-]*[a-z0-9_])?)*")
+
+
+def _address(text: str) -> IPAddress | None:
+    """An IP address (an IPv4-mapped IPv6 one as its IPv4 address), or None."""
+    try:
+        addr = ipaddress.ip_address(text)
+    except ValueError:
+        return None
+    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
+        return addr.ipv4_mapped
+    return addr
+
+
+def host_of(header: str | None) -> IPAddress | str | None:
+    """The host a Host header names: an IP address, or a lowercased DNS name without
+    its trailing dot; None when the value is neither (empty, a bare IPv6 address, a
+    port that is no number, stray characters)."""
+    if not header:
+        return None
+    text = header.lower()
+    if text.startswith("["):  # [IPv6]:port
+        inner, bracket, rest = text[1:].partition("]")
+        if not bracket or (rest and not (rest[0] == ":" and _port(rest[1:]))):
+            return None
+        addr = _address(inner) if ":" in inner else None
+        return addr
+    name, colon, port = text.partition(":")
+    if colon and not _port(port):
+        return None
+    name = name.removesuffix(".")
+    addr = _address(name)
+    if addr is not None:
+        return addr
+    return name if _NAME.fullmatch(name) else None
+
+
+def _port(text: str) -> bool:
+    return text.isascii() and text.isdigit() and len(text) <= 5
+
+
+class AllowedHosts:
+    """Which Host headers a canonflow web server answers (the worker's, `canonflow ui`).
+
+    Always: loopback names and addresses (localhost, 127.0.0.0/8, ::1), and the address
+    the connection came in on written as an IP address, which is what the kubelet's
+    probes and Prometheus send when they reach a pod or container by its address. A
+    page that rebinds its DNS name cannot make a browser send either: it sends the
+    page's own name. Besides, the bound address when it is a specific one, and the
+    configured entries: DNS names (`worker-0.canonflow-worker`), suffixes with a
+    leading dot (`.svc.cluster.local`: the name and every name under it), IP
+    addresses, networks (`10.0.0.0/8`), or `*` for any Host at all.
+    """
+
+    def __init__(self, *, names: Iterable[str] = (), suffixes: Iterable[str] = (),
+                 networks: Iterable[IPNetwork] = (), any_host: bool = False):
+        self.names = frozenset(names) | {"localhost"}
+        self.suffixes = tuple(suffixes)
+        self.networks = tuple(networks)
+        self.any_host = any_host
+
+    @classmethod
+    def parse(cls, text: str, *, bound: str | None = None) -> AllowedHosts:
+        """The loopback names, `bound` (the address or name the server binds, unless it
+        binds every address) and the comma-separated entries of `text`.
+
+        Raises ValueError for an entry that is no name, suffix, address, network or `*`.
+        """
+        names: list[str] = []
+        suffixes: list[str] = []
+        networks: list[IPNetwork] = []
+        any_host = False
+        entries = [e.strip().lower() for e in text.split(",") if e.strip()]
+        bound = (bound or "").strip().lower().strip("[]")
+        if bound and not getattr(_address(bound), "is_unspecified", False):
+            entries.append(bound)  # 0.0.0.0 and :: bind every address: no Host names them
+        for entry in entries:
+            if entry == "*":
+                any_host = True
+            elif entry.startswith(".") and _NAME.fullmatch(entry[1:]):
+                suffixes.append(entry)
+            elif "/" in entry:
+                try:
+                    networks.append(ipaddress.ip_network(entry, strict=False))
+                except ValueError:
+                    raise ValueError(f"{entry!r} is not a network") from None
+            elif (addr := _address(entry)) is not None:
+                networks.append(ipaddress.ip_network(addr))
+            elif _NAME.fullmatch(entry.removesuffix(".")):
+                names.append(entry.removesuffix("."))
+            else:
+                raise ValueError(f"{entry!r} is not a host name, .suffix, IP address, "
+                                 "network or '*'")
+        return cls(names=names, suffixes=suffixes, networks=networks, any_host=any_host)
+
+    def allows(self, header: str | None, local: str | None) -> bool:
+        """Whether to answer a request whose Host header is `header` (None: it sent
+        none) on a connection accepted on the local address `local`."""
+        host = host_of(header)
+        if host is None:
+            return False
+        if self.any_host:
+            return True
+        if isinstance(host, str):
+            return host in self.names or any(
+                host == s[1:] or host.endswith(s) for s in self.suffixes)
+        if host.is_loopback:
+            return True
+        here = _address(local.split("%", 1)[0]) if local else None
+        return host == here or any(host in net for net in self.networks)
+
+
+def host_guard(allowed: AllowedHosts, server: str) -> Any:
+    """aiohttp middleware answering 421 to a request whose Host `allowed` refuses (or
+    that sends more than one Host)."""
+    from aiohttp import web
+
+    @web.middleware
+    async def guard(request: web.Request, handler: Any) -> web.StreamResponse:
+        hosts = request.headers.getall("Host", [])
+        sock = request.transport.get_extra_info("sockname") if request.transport else None
+        local = sock[0] if isinstance(sock, tuple) and sock else None
+        if len(hosts) != 1 or not allowed.allows(hosts[0], local):
+            raise web.HTTPMisdirectedRequest(
+                text=f"{server} answers loopback names, its own address and the names "
+                     "configured for it only (Host refused)\n")
+        resp: web.StreamResponse = await handler(request)
+        return resp
+
+    return guard
 
 
 def _is_source(topic: str) -> bool:
@@ -250,6 +394,20 @@ def install_web(app: Any, settings: Settings, metrics: WorkerMetrics, health: He
 
     if not settings.web_enabled:
         return
+    try:
+        allowed = AllowedHosts.parse(settings.web_allowed_hosts, bound=settings.web_host)
+    except ValueError as e:
+        raise ValueError(f"CANONFLOW_WEB_ALLOWED_HOSTS: {e}") from None
+    if "web" in vars(app):  # Faust made its web application already: too late for options
+        raise RuntimeError("install_web must run before the app's web server is made")
+    # Faust's public setting for the aiohttp application: middlewares run before every
+    # view, Faust's own included.
+    options = dict(app.conf.web_application_options or {})
+    options["middlewares"] = [*options.get("middlewares", ()),
+                              host_guard(allowed, "the canonflow worker")]
+    app.conf.web_application_options = options
+    app.conf.web_tables_enabled = False
+    app.conf.web_router_enabled = False
 
     async def metrics_view(self: Any, request: Any) -> Any:
         await gauges.refresh()

@@ -7,6 +7,7 @@ parsing them and checking them against each other, the catalog and the CLI.
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ K8S = DEPLOY / "k8s"
 DASHBOARD = DEPLOY / "grafana" / "canonflow.json"
 
 __all__ = ["DASHBOARD", "DEPLOY", "K8S", "ROOT", "compose", "dockerfile", "environment",
-           "k8s_objects", "load_yaml", "load_yaml_all", "pyproject"]
+           "interpolate", "k8s_objects", "load_yaml", "load_yaml_all", "pyproject"]
 
 
 def load_yaml(path: Path) -> Any:
@@ -36,6 +37,31 @@ def load_yaml_all(path: Path) -> list[Any]:
 
 def compose() -> dict[str, Any]:
     return load_yaml(DEPLOY / "compose.yaml")
+
+
+#: ${VAR}, ${VAR:?message}, ${VAR?message}, ${VAR:-default}, ${VAR-default}, and $$.
+_VARIABLE = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[?-])([^}]*))?\}")
+
+
+def interpolate(text: str, env: dict[str, str]) -> str:
+    """`text` with compose's variable syntax substituted from `env`, as `docker compose`
+    does it. Raises KeyError for a required variable (`:?`, `?`) that is unset (or
+    empty, for `:?`)."""
+    def one(m: re.Match[str]) -> str:
+        if m.group() == "$$":
+            return "$"
+        name, op, arg = m.group(1), m.group(2), m.group(3)
+        value = env.get(name)
+        empty = value is None or (value == "" and op is not None and op.startswith(":"))
+        if op in ("?", ":?"):
+            if empty:
+                raise KeyError(f"{name}: {arg}")
+            return value or ""
+        if op in ("-", ":-"):
+            return arg if empty else value or ""
+        return value or ""
+
+    return _VARIABLE.sub(one, text)
 
 
 def environment(service: dict[str, Any]) -> dict[str, str]:

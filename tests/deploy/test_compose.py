@@ -1,23 +1,44 @@
 """deploy/compose.yaml, the Prometheus scrape config and the Grafana provisioning,
-checked against each other, the CLI and the worker settings (no container engine here)."""
+checked against each other, the CLI and the worker settings (no container engine here);
+and its defaults are the secure ones (issue 25): public images pinned by digest, Kafka
+asks every client for a SASL login, no password has a default, Grafana has no
+anonymous access."""
 
 from __future__ import annotations
 
 import base64
 import json
 import re
+import subprocess
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 import click
 import pytest
+import yaml
 
 from pipeline.cli import main as cli
 from pipeline.settings import Settings, from_env
-from tests.deploy.files import DASHBOARD, DEPLOY, ROOT, compose, environment, load_yaml, pyproject
+from tests.deploy.files import (
+    DASHBOARD,
+    DEPLOY,
+    ROOT,
+    compose,
+    environment,
+    interpolate,
+    load_yaml,
+    pyproject,
+)
 
 LOOPBACK = {"127.0.0.1", "::1", "[::1]", "localhost"}
 SETTING_VARS = {f"CANONFLOW_{name.upper()}" for name in Settings.__struct_fields__}
+#: A public image, pinned: repository:tag@sha256:<digest of the multi-platform index>.
+PINNED = re.compile(r"[a-z0-9./_-]+:[A-Za-z0-9._-]+@sha256:[0-9a-f]{64}")
+#: The secrets `docker compose up` must be given: none may have a default.
+SECRETS = {"CANONFLOW_KAFKA_PASSWORD", "KAFKA_BROKER_PASSWORD", "GRAFANA_ADMIN_PASSWORD"}
+#: Values for them, as an operator would set them (README: letters and digits).
+SECRET_VALUES = {"CANONFLOW_KAFKA_PASSWORD": "c4nonfl0w", "KAFKA_BROKER_PASSWORD": "br0ker",
+                 "GRAFANA_ADMIN_PASSWORD": "gr4fana"}
 
 
 @pytest.fixture(scope="module")
@@ -70,20 +91,31 @@ def kafka_listeners(env: dict[str, str], key: str) -> dict[str, str]:
     return dict(item.split("://", 1) for item in env[key].split(","))
 
 
-def test_every_image_is_pinned_and_kafka_is_the_official_one_in_kraft_mode(services):
+def jaas(text: str) -> dict[str, str]:
+    """The options of a one-module JAAS configuration (`Module required k="v" ...;`)."""
+    assert text.strip().endswith(";"), text
+    return dict(re.findall(r'(\w+)="([^"]*)"', text))
+
+
+def test_every_public_image_is_pinned_by_digest_and_kafka_is_the_official_one_in_kraft_mode(
+        services):
+    version = pyproject()["project"]["version"]
     for name, service in services.items():
         image = service["image"]
-        repo, _, tag = image.rpartition(":")
-        assert repo and tag and tag != "latest" and "/" not in tag, f"{name}: {image} not pinned"
+        if image == f"canonflow:{version}":
+            assert "build" in service, name  # built here, from this checkout
+            continue
+        assert PINNED.fullmatch(image), f"{name}: {image} is not pinned by digest"
+        assert not image.split("@")[0].endswith(":latest"), name
     kafka = services["kafka"]
-    assert re.fullmatch(r"apache/kafka:\d+\.\d+\.\d+", kafka["image"])
+    assert re.fullmatch(r"apache/kafka:\d+\.\d+\.\d+@sha256:[0-9a-f]{64}", kafka["image"])
     env = environment(kafka)
     assert set(env["KAFKA_PROCESS_ROLES"].split(",")) == {"broker", "controller"}
     assert not any("ZOOKEEPER" in key for key in env)
     node_id, _, voter = env["KAFKA_CONTROLLER_QUORUM_VOTERS"].partition("@")
     assert node_id == env["KAFKA_NODE_ID"]
     listeners = kafka_listeners(env, "KAFKA_LISTENERS")
-    assert voter == f"kafka{listeners[env['KAFKA_CONTROLLER_LISTENER_NAMES']]}"
+    assert voter == listeners[env["KAFKA_CONTROLLER_LISTENER_NAMES"]]
     protocols = dict(item.split(":") for item in env["KAFKA_LISTENER_SECURITY_PROTOCOL_MAP"].split(","))
     assert set(listeners) <= set(protocols)
     assert set(kafka_listeners(env, "KAFKA_ADVERTISED_LISTENERS")) <= set(listeners)
@@ -126,6 +158,84 @@ def test_topic_init_runs_a_real_canonflow_command_against_the_workers_broker(ser
     advertised = kafka_listeners(environment(services["kafka"]), "KAFKA_ADVERTISED_LISTENERS")
     assert broker.split("://", 1)[1] in advertised.values()
     assert broker.split("://", 1)[1].split(":")[0] in {"kafka", services["kafka"].get("hostname")}
+
+
+def test_kafka_asks_every_client_for_a_sasl_login_and_knows_the_workers_user(services):
+    """No listener a client can reach is PLAINTEXT: the controller's listens on the
+    container's loopback; every other one takes SASL, with the user and password the
+    workers and topic-init log in with (the same compose variable), and the broker's own
+    login for its inter-broker listener."""
+    env = environment(services["kafka"])
+    listeners = kafka_listeners(env, "KAFKA_LISTENERS")
+    protocols = dict(item.split(":") for item in env["KAFKA_LISTENER_SECURITY_PROTOCOL_MAP"].split(","))
+    mechanisms = env["KAFKA_SASL_ENABLED_MECHANISMS"].split(",")
+    controller = env["KAFKA_CONTROLLER_LISTENER_NAMES"]
+    assert listeners[controller].rpartition(":")[0] in LOOPBACK
+    clients = {n: s for n, s in services.items() if n != "kafka"
+               and environment(s).get("CANONFLOW_BROKER", "").startswith("kafka://")}
+    assert set(clients) == {"topic-init"} | set(workers(services))
+    for name in set(listeners) - {controller}:
+        assert protocols[name].startswith("SASL_"), f"listener {name} takes no login"
+        for mechanism in mechanisms:
+            options = jaas(env[f"KAFKA_LISTENER_NAME_{name}_{mechanism.replace('-', '_')}"
+                               "_SASL_JAAS_CONFIG"])
+            for client, service in clients.items():
+                settings = from_env(environment(service))
+                assert settings.sasl_mechanism in mechanisms, client
+                assert options[f"user_{settings.sasl_username}"] == settings.sasl_password, \
+                    f"{client} cannot log in on {name}"
+    for client, service in clients.items():
+        settings = from_env(environment(service))
+        assert settings.security_protocol == protocols["CLIENT"] == "SASL_PLAINTEXT", client
+        assert settings.sasl_password == "${CANONFLOW_KAFKA_PASSWORD:?set CANONFLOW_KAFKA_PASSWORD, see deploy/README.md}"
+    inter = env["KAFKA_INTER_BROKER_LISTENER_NAME"]
+    assert env["KAFKA_SASL_MECHANISM_INTER_BROKER_PROTOCOL"] in mechanisms
+    own = jaas(env[f"KAFKA_LISTENER_NAME_{inter}_"
+                   f"{env['KAFKA_SASL_MECHANISM_INTER_BROKER_PROTOCOL']}_SASL_JAAS_CONFIG"])
+    assert own[f"user_{own['username']}"] == own["password"]
+    # every listener's address the broker hands out to clients outside the container
+    advertised = kafka_listeners(env, "KAFKA_ADVERTISED_LISTENERS")
+    assert advertised["HOST"].rpartition(":")[0] == "127.0.0.1"
+    assert controller not in advertised
+
+
+def test_no_secret_has_a_default_and_up_refuses_to_start_without_them():
+    text = (DEPLOY / "compose.yaml").read_text(encoding="utf-8")
+    used = set(re.findall(r"\$\{([A-Za-z_][A-Za-z0-9_]*)", text))
+    assert used == SECRETS
+    for name in SECRETS:
+        assert not re.search(r"\$\{" + name + r"(:?-)", text), f"{name} has a default"
+        missing = {k: v for k, v in SECRET_VALUES.items() if k != name}
+        with pytest.raises(KeyError, match=name):
+            interpolate(text, missing)
+    assert not re.search(r"(?i)password\W+(admin|changeme|secret)\b", text)
+    interpolated = yaml.safe_load(interpolate(text, SECRET_VALUES))
+    grafana = environment(interpolated["services"]["grafana"])
+    assert grafana["GF_SECURITY_ADMIN_PASSWORD"] == SECRET_VALUES["GRAFANA_ADMIN_PASSWORD"]
+    assert grafana["GF_AUTH_ANONYMOUS_ENABLED"] == "false"
+    assert grafana["GF_USERS_ALLOW_SIGN_UP"] == "false"
+
+
+def test_kafkas_healthcheck_logs_in_as_the_broker_user(services, tmp_path):
+    """The healthcheck's client settings, written by a real shell from the interpolated
+    command, are a login the broker accepts (its JAAS user_broker)."""
+    text = interpolate((DEPLOY / "compose.yaml").read_text(encoding="utf-8"), SECRET_VALUES)
+    kafka = yaml.safe_load(text)["services"]["kafka"]
+    kind, command = kafka["healthcheck"]["test"]
+    assert kind == "CMD-SHELL"
+    write, _, check = command.partition(" && ")
+    props = tmp_path / "healthcheck.properties"
+    assert "> /tmp/healthcheck.properties" in write
+    subprocess.run(["sh", "-c", write.replace("/tmp/healthcheck.properties", str(props))],
+                   check=True)
+    settings = dict(line.split("=", 1) for line in props.read_text().splitlines())
+    assert settings["security.protocol"] == "SASL_PLAINTEXT"
+    assert settings["sasl.mechanism"] == "PLAIN"
+    login = jaas(settings["sasl.jaas.config"])
+    accepted = jaas(environment(kafka)["KAFKA_LISTENER_NAME_CLIENT_PLAIN_SASL_JAAS_CONFIG"])
+    assert accepted[f"user_{login['username']}"] == login["password"] == "br0ker"
+    assert "--command-config /tmp/healthcheck.properties" in check
+    assert "--bootstrap-server localhost:9092" in check
 
 
 def test_workers_get_the_broker_a_rocksdb_store_and_the_web_port_and_start_after_topics(services):

@@ -1,5 +1,7 @@
 """deploy/k8s: the objects pass the Kubernetes API schemas and agree with each other,
-the image and the worker settings (no cluster here)."""
+the image and the worker settings (no cluster here); and their defaults are the secure
+ones (issue 25): no service-account token, a restricted security context, a
+NetworkPolicy, a web server that answers the names the probes and Prometheus use only."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import kubernetes_validate
 import pytest
 
 from pipeline.settings import Settings, from_env
+from pipeline.web import AllowedHosts
 from tests.deploy.files import K8S, dockerfile, k8s_objects, load_yaml, pyproject
 
 #: The oldest Kubernetes minor still widely run, and the newest the schemas know.
@@ -153,3 +156,132 @@ def test_service_and_pdb_select_the_statefulset_pods(statefulset, container):
     assert pdb["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
     assert pdb["spec"]["maxUnavailable"] == 1
     assert statefulset["spec"]["replicas"] >= 2
+
+
+# ---- secure defaults (issue 25) ---------------------------------------------------------
+
+
+def pod_spec(statefulset) -> dict[str, Any]:
+    return statefulset["spec"]["template"]["spec"]
+
+
+def test_pods_get_no_service_account_token_and_an_account_of_their_own(statefulset):
+    spec = pod_spec(statefulset)
+    assert spec["automountServiceAccountToken"] is False
+    assert spec["enableServiceLinks"] is False
+    accounts = {o["metadata"]["name"]: o for _, o in k8s_objects() if o["kind"] == "ServiceAccount"}
+    account = accounts[spec["serviceAccountName"]]
+    assert account["automountServiceAccountToken"] is False
+    assert not [o for _, o in k8s_objects() if o["kind"] in ("Role", "ClusterRole",
+                                                             "RoleBinding", "ClusterRoleBinding")]
+
+
+def test_every_container_runs_restricted(statefulset):
+    """What Pod Security's `restricted` profile asks, each setting checked where the
+    container gets it (its own securityContext, else the pod's)."""
+    spec = pod_spec(statefulset)
+    pod = spec.get("securityContext", {})
+    containers = spec["containers"] + spec.get("initContainers", [])
+    for c in containers:
+        sc = c.get("securityContext", {})
+        name = c["name"]
+        assert sc.get("runAsNonRoot", pod.get("runAsNonRoot")) is True, name
+        assert sc.get("runAsUser", pod.get("runAsUser")) != 0, name
+        assert sc["allowPrivilegeEscalation"] is False, name
+        assert sc.get("privileged", False) is False, name
+        assert sc["readOnlyRootFilesystem"] is True, name
+        assert sc["capabilities"]["drop"] == ["ALL"] and not sc["capabilities"].get("add"), name
+        seccomp = sc.get("seccompProfile", pod.get("seccompProfile"))
+        assert seccomp == {"type": "RuntimeDefault"}, name
+    assert not any(spec.get(k) for k in ("hostNetwork", "hostPID", "hostIPC"))
+
+
+def test_every_public_image_is_pinned_by_digest():
+    """The workers' own image is built and pushed by you (a comment says how to pin it);
+    any other image must name its digest."""
+    version = pyproject()["project"]["version"]
+    for file, obj in k8s_objects():
+        spec = obj.get("spec", {}).get("template", {}).get("spec", {})
+        for c in spec.get("containers", []) + spec.get("initContainers", []):
+            image = c["image"]
+            assert image == f"canonflow:{version}" or re.fullmatch(
+                r"[a-z0-9./_-]+(:[A-Za-z0-9._-]+)?@sha256:[0-9a-f]{64}", image), (file, image)
+
+
+def kubelet_env(container: dict[str, Any], settings_env: dict[str, str],
+                fields: dict[str, str]) -> dict[str, str]:
+    """The container's environment as the kubelet makes it: ConfigMap, then `env` in
+    order, `$(VAR)` replaced by a variable defined before it, downward-API fields from
+    `fields`."""
+    env = dict(settings_env)
+    for e in container.get("env", []):
+        if "value" in e:
+            env[e["name"]] = re.sub(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)",
+                                    lambda m: env.get(m.group(1), m.group()), e["value"])
+        elif "fieldRef" in e.get("valueFrom", {}):
+            env[e["name"]] = fields[e["valueFrom"]["fieldRef"]["fieldPath"]]
+    return env
+
+
+def test_the_web_server_answers_the_probes_and_prometheus_and_no_other_name(container,
+                                                                            settings_env):
+    """The kubelet's probes and Prometheus (pod discovery) reach the pod by its address
+    and send it as Host; the allow-list the manifests give names it, with no help from
+    the address the connection came in on (local=None), and nothing else."""
+    pod_ip = "10.244.3.17"
+    env = kubelet_env(container, settings_env, {"status.podIP": pod_ip,
+                                                 "metadata.name": "canonflow-worker-0",
+                                                 "metadata.namespace": "canonflow"})
+    settings = from_env({k: v for k, v in env.items() if k.startswith("CANONFLOW_")})
+    allowed = AllowedHosts.parse(settings.web_allowed_hosts, bound=settings.web_host)
+    assert not allowed.any_host and "$(" not in settings.web_allowed_hosts
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        get = container[probe]["httpGet"]
+        host = get.get("host", pod_ip)  # the kubelet's default: the pod's IP
+        headers = {h["name"].lower(): h["value"] for h in get.get("httpHeaders", [])}
+        header = headers.get("host", f"{host}:{port_number(container, get['port'])}")
+        assert allowed.allows(header, None), probe
+    assert allowed.allows(f"{pod_ip}:{settings.web_port}", None)  # Prometheus' target
+    for foreign in ("attacker.example", f"{pod_ip}.nip.io", "10.244.3.18:6066"):
+        assert not allowed.allows(foreign, None), foreign
+
+
+def network_policy() -> dict[str, Any]:
+    return one("NetworkPolicy")
+
+
+def test_a_network_policy_lets_only_prometheus_in_and_only_kafka_and_dns_out(statefulset,
+                                                                            container,
+                                                                            settings_env):
+    policy = network_policy()["spec"]
+    pod_labels = statefulset["spec"]["template"]["metadata"]["labels"]
+    assert policy["podSelector"]["matchLabels"].items() <= pod_labels.items()
+    assert sorted(policy["policyTypes"]) == ["Egress", "Ingress"]
+
+    def peers_are_selected(rules: list[dict[str, Any]]) -> None:
+        for rule in rules:
+            assert rule.get("to", rule.get("from")), "a rule open to every peer"
+            for peer in rule.get("to", rule.get("from")):
+                assert "ipBlock" not in peer, peer
+                assert peer["namespaceSelector"]["matchLabels"], peer
+                assert peer["podSelector"]["matchLabels"], peer
+
+    (ingress,) = policy["ingress"]
+    peers_are_selected([ingress])
+    assert [p["app.kubernetes.io/name"] for p in
+            (peer["podSelector"]["matchLabels"] for peer in ingress["from"])] == ["prometheus"]
+    assert [port_number(container, p["port"]) for p in ingress["ports"]] == [
+        from_env(settings_env).web_port]
+
+    peers_are_selected(policy["egress"])
+    by_port = {(p["port"], p.get("protocol", "TCP")): rule for rule in policy["egress"]
+               for p in rule["ports"]}
+    broker_port = int(from_env(settings_env).broker.rsplit(":", 1)[1])
+    assert (broker_port, "TCP") in by_port
+    assert {(53, "UDP"), (53, "TCP")} <= set(by_port)
+    assert set(by_port) <= {(9092, "TCP"), (9093, "TCP"), (53, "UDP"), (53, "TCP")}
+    # the Strimzi cluster and namespace of CANONFLOW_BROKER (<cluster>-kafka-bootstrap.<ns>.svc)
+    kafka = by_port[(broker_port, "TCP")]["to"][0]
+    service, namespace = from_env(settings_env).broker.split("://")[1].split(".")[:2]
+    assert service == kafka["podSelector"]["matchLabels"]["strimzi.io/cluster"] + "-kafka-bootstrap"
+    assert namespace == kafka["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"]
