@@ -1,10 +1,14 @@
 """acp: Agent Client Protocol v1 (JSON-RPC 2.0 over stdio, both directions) -> canonical events.
 
 Reads ACP `protocolVersion` 1 as defined by agentclientprotocol/agent-client-protocol
-`schema/v1/schema.json` (schema crate 1.21.0) and spoken by Gemini CLI 0.61.0
-`--acp`, `@zed-industries/codex-acp` 0.16.0 and `@zed-industries/claude-code-acp`
-0.16.2 (also Cursor and OpenCode `acp`). Every message is a JSON-RPC request,
-notification or response; `origin` says who wrote it. Mapping: seed 002 §5.
+`schema/v1/schema.json` (schema crate 1.21.0; the unstable `name` of tool calls too) and
+spoken by Gemini CLI 0.30.0 (`--experimental-acp`) to 0.61.0 (`--acp`),
+`@zed-industries/codex-acp` 0.9.5 to 0.16.0, `@zed-industries/claude-code-acp` 0.10.10
+(shell commands through the client's `terminal/*`) to 0.16.2, and its successor
+`@agentclientprotocol/claude-agent-acp` 0.24 to 0.85 (Claude Code's own tools, no client
+methods; its later releases add `name`, `messageId`, `usage_update` with cost,
+`session_info_update` and `_auth/status_update`), also Cursor and OpenCode `acp`. Every message is a JSON-RPC
+request, notification or response; `origin` says who wrote it. Mapping: seed 002 §5.
 
 Invariants
 * Client and agent requests have separate id spaces (both start at 0 or 1 and
@@ -17,10 +21,13 @@ Invariants
   sent while one is open supersedes it (turn.completed cancelled, seed §5.4), and
   the superseded prompt's own response is then dropped.
 * Text has no item ids: one assistant_message (reasoning, user_message) item per
-  contiguous run of `agent_message_chunk` (thought, user) chunks, numbered by a
-  session-wide ordinal; a chunk of another kind, a tool start, the end of the turn
-  or the end of a `session/load` replay closes it with its whole text. Chunks are
-  native deltas, forwarded 1:1; empty chunks are skipped.
+  contiguous run of `agent_message_chunk` (thought, user) chunks with the same
+  `messageId` ("a change in messageId indicates a new message": absent -> present
+  too, so claude-agent-acp's notes without one, "Compacting...", a permission-mode
+  warning, are not merged into the answer after them; agents that send none get one
+  item per run), numbered by a session-wide ordinal; a chunk of another kind, a tool
+  start, the end of the turn or the end of a `session/load` replay closes it with its
+  whole text. Chunks are native deltas, forwarded 1:1; empty chunks are skipped.
 * Every item opened is completed: items still open when the turn ends are closed
   (a tool whose permission was rejected and never reported again as `declined`,
   others as `failed`). Tool items keep only what their completion needs and are
@@ -35,12 +42,22 @@ Tricky parts
   `tool_call_update` fields are all optional, and an absent or null field keeps
   the earlier value (`content` and `locations` replace the whole list).
 * Tool names: the runtime's name when it gives one (`name`, or claude-code-acp's
-  `_meta.claudeCode.toolName` `mcp__acp__Bash`), then gemini's tool-call id prefix
+  `_meta.claudeCode.toolName` `mcp__acp__Bash`; normalised: claude-agent-acp's `Agent`
+  is Task), then gemini's tool-call id prefix
   (`run_shell_command__…`), then the tool `kind` (execute -> Bash, edit -> Edit
   or Write, read -> Read, search -> Grep, fetch -> WebFetch).
 * A tool's output is its text content, else the output of the client terminal
   embedded in it, else `rawOutput` (a string, text blocks, or a codex exec record
-  whose `aggregated_output` is the output), else a summary of its diffs.
+  whose `aggregated_output` is the output) or claude's `_meta.claudeCode.toolResponse`
+  (the PostToolUse hook's result: text, or a Bash record's stdout and stderr), else a
+  summary of its diffs; the exit code is rawOutput's or `_meta.terminal_exit`'s.
+* What a call is, never its output: text content that only describes it goes to the
+  items' `detail`. That is the text of a `tool_call` that does not finish the call
+  (claude-code-acp sends the command's description so), and the text of a
+  `tool_call_update` that does not finish it when the text is one of the input's own
+  strings (claude-agent-acp sends the full input with the command's `description`, a
+  sub-agent's or a fetch's `prompt`, as content before the call runs, and a command
+  with no output then gets no new content: its output is the empty rawOutput).
 * Client-side methods the agent calls (`fs/read_text_file`, `fs/write_text_file`,
   `terminal/*`) belong to the tool call that needs them when one is open (same
   file path; the latest shell tool without a terminal): they update that item.
@@ -50,6 +67,12 @@ Tricky parts
   (auth required) a permission error, -32603, gemini's 500 and any other code a
   provider error; an error answering `session/prompt` also fails the turn, and
   -32800 (request cancelled) cancels it.
+* Session state beyond turns: `usage_update` (context used and size, the session's
+  cumulative cost) and the prompt result's `usage` are thread.token-usage.updated;
+  `session_info_update` is thread.metadata.updated (its title the name; a null title,
+  cleared, stays in the metadata); claude-agent-acp's `_auth/status_update` extension
+  (connection-wide: the identity the agent runs as, kind `none` when logged out) is
+  auth.status and account.updated. Other `_` extensions are ignored.
 * One ACP connection may hold several sessions; turns are tracked per connection
   (a canonflow session is one agent process), ids of the thread from the
   `sessionId` the message names.
@@ -62,7 +85,7 @@ Streams (the conversation core's, adapters.base.Emitter; the state keeps none of
   that replace each other (never deltas): each announcement's value re-bases its
   stream (reset; appended to when it only extends it), an absent value closes it.
   `text` (text content: the output), `terminal` (the client terminal's output),
-  `raw_text` (the output read from rawOutput), `raw_output` (rawOutput when it is a
+  `raw_text` (the output read from rawOutput or toolResponse), `raw_output` (rawOutput when it is a
   record, as JSON: the completion's data.rawOutput), `description` (every payload's
   detail), `diff_old` and `diff_new` (the first diff's texts: the input of an Edit or
   Write without rawInput).
@@ -81,6 +104,8 @@ from adapters.base import UNSET, Emitter, MalformedRecord, Message, Whole, whole
 from adapters.base import replace as _replace
 from adapters.tools import item_type_for_tool, normalize_tool_name
 from topics.canonical import (
+    AccountUpdated,
+    AccountUpdatedPayload,
     AuthStatus,
     AuthStatusPayload,
     ContentDelta,
@@ -499,7 +524,9 @@ def _on_chunk(state: State, upd: dict[str, Any], sid: str | None, out: Emitter) 
         return state  # claude-code-acp opens every block with an empty chunk
     message_id = _str(upd.get("messageId"))
     cur = state.stream
-    if cur is None or cur.kind != kind or (message_id and cur.messageId and message_id != cur.messageId):
+    # "A change in messageId indicates a new message" (ContentChunk): from an id to none
+    # too (claude-agent-acp's notes between answers carry none); never ids: one run
+    if cur is None or cur.kind != kind or message_id != cur.messageId:
         state = _open_stream(_close_stream(state, out), out, kind, message_id)
     stream = state.stream
     assert stream is not None
@@ -721,10 +748,14 @@ def _merge(tool: Tool, fields: dict[str, Any], text_as: str | None = "text"
     """Apply a ToolCall / ToolCallUpdate: absent or null fields keep their value. Returns
     the tool and the new values of its content streams (for _save; None closes one).
 
-    `text_as` says what text content is: the output ("text"), a description of the
-    call ("description": a `tool_call` that does not finish it, like claude-code-acp's
-    command description), or nothing to keep (None: a permission request's text
-    describes the request, e.g. codex-acp's "Proposed Amendment: ...").
+    `text_as` says what text content is: the output ("text": an announcement that
+    finishes the call), a description of the call ("description": a `tool_call` that
+    does not finish it, like claude-code-acp's command description), either ("update":
+    a `tool_call_update` that does not finish the call says what it is running, as
+    claude-agent-acp's description of a command, when its text is one of the input's
+    own strings, and its output so far otherwise), or nothing to keep (None: a
+    permission request's text describes the request, e.g. codex-acp's "Proposed
+    Amendment: ...").
     """
     changes: dict[str, Any] = {}
     streams: dict[str, str | None] = {}
@@ -745,6 +776,13 @@ def _merge(tool: Tool, fields: dict[str, Any], text_as: str | None = "text"
         streams["raw_text"] = _raw_output_text(raw_output)
         streams["raw_output"] = (_encode_json(raw_output).decode()
                                  if isinstance(raw_output, dict) else None)
+    elif isinstance(claude, dict):  # claude's PostToolUse hook: the tool's own result
+        response = _response_text(claude.get("toolResponse"))
+        if response is not None:
+            streams["raw_text"] = response
+    exit_code = _terminal_exit_code(meta)
+    if exit_code is not None:
+        changes["exitCode"] = exit_code
     paths = list(tool.paths)
     if isinstance(fields.get("locations"), list):
         paths = [loc["path"] for loc in fields["locations"]
@@ -769,8 +807,14 @@ def _merge(tool: Tool, fields: dict[str, Any], text_as: str | None = "text"
                                   old=len(old.splitlines()) if isinstance(old, str) else None,
                                   new=len(new.splitlines()) if isinstance(new, str) else 0))
                 paths.append(c["path"])
+        text = "\n".join(texts) if texts else None
+        if text_as == "update":
+            given_input = changes.get("rawInput", tool.rawInput)
+            text_as = "description" if text is not None and _echoes(text, given_input) else "text"
+            if text_as == "description":
+                streams["text"] = None  # the content list was replaced: no output in it
         if text_as is not None:
-            streams[text_as] = "\n".join(texts) if texts else None
+            streams[text_as] = text
         changes["diffs"] = diffs
         # (a text that is not a string, against the schema, counts as absent)
         streams["diff_old"], streams["diff_new"] = _str(first[0]), _str(first[1])
@@ -779,6 +823,32 @@ def _merge(tool: Tool, fields: dict[str, Any], text_as: str | None = "text"
         paths.extend(given[k] for k in _PATH_KEYS if isinstance(given.get(k), str))
     changes["paths"] = list(dict.fromkeys(paths))
     return _replace(tool, **changes), streams
+
+
+def _echoes(text: str, raw_input: Any) -> bool:
+    """Is `text` one of the call's input strings (a description or prompt shown as the
+    call's content, never its output)?"""
+    return isinstance(raw_input, dict) and any(v == text for v in raw_input.values())
+
+
+def _response_text(response: Any) -> str | None:
+    """The output in claude's `_meta.claudeCode.toolResponse`: text, text blocks, or a
+    Bash result's stdout and stderr (nothing of the other tools' records, which hold
+    whole files)."""
+    if isinstance(response, (str, list)):
+        return _raw_output_text(response)
+    if isinstance(response, dict) and isinstance(response.get("stdout"), str):
+        err = _str(response.get("stderr")) or ""
+        return "\n".join(s for s in (response["stdout"], err) if s)
+    return None
+
+
+def _terminal_exit_code(meta: Any) -> int | None:
+    """The exit code in the `_meta.terminal_exit` extension (claude-agent-acp and
+    codex-acp, to clients that display terminal output themselves)."""
+    end = meta.get("terminal_exit") if isinstance(meta, dict) else None
+    code = end.get("exit_code") if isinstance(end, dict) else None
+    return code if isinstance(code, int) and not isinstance(code, bool) else None
 
 
 def _terminal_ids(fields: dict[str, Any]) -> list[str]:
@@ -831,7 +901,8 @@ def _announce(state: State, fields: dict[str, Any], out: Emitter, initial: bool)
     state = _replace(state, terminals=terminals)
     old = state.tools.get(key)
     done = fields.get("status") in ("completed", "failed")
-    tool, streams = _merge(old or Tool(), fields, "text" if done or not initial else "description")
+    tool, streams = _merge(old or Tool(), fields,
+                           "text" if done else "description" if initial else "update")
     _save(out, key, streams)
     if old is None:
         state = _start_tool(state, out, key, tool, synthetic=not initial)
@@ -893,12 +964,30 @@ def _on_usage(state: State, upd: dict[str, Any], sid: str | None, out: Emitter) 
 
 def _on_session_info(state: State, upd: dict[str, Any], sid: str | None, out: Emitter) -> State:
     fields = _update_fields(upd)
-    title = fields.pop("title", None)
+    title = fields.get("title")
+    if isinstance(title, str):
+        del fields["title"]
+    # (a null title clears it: kept in the metadata, as the name cannot say so)
     c = _Ctx(state, out, sid)
     out.emit(ThreadMetadataUpdated,
              ThreadMetadataUpdatedPayload(name=title if isinstance(title, str) else UNSET,
                                           metadata=fields or UNSET),
              thread=c.thread, refs=c.refs())
+    return state
+
+
+def _on_auth_status(state: State, obj: dict[str, Any], params: dict[str, Any], key: str | None,
+                    out: Emitter) -> State:
+    """`_auth/status_update` (claude-agent-acp's extension, connection-wide): the
+    identity the agent runs as; kind `none` is a known logged-out state."""
+    status = _obj(params.get("authStatus"), "authStatus")
+    lines = [t for t in (_str(status.get("label")), _str(status.get("detail"))) if t]
+    c = _Ctx(state, out)
+    out.emit(AuthStatus, AuthStatusPayload(
+        isAuthenticating=False, output=lines or UNSET,
+        error=(lines[0] if lines else "not logged in") if status.get("kind") == "none" else UNSET),
+        thread=c.thread, refs=c.refs())
+    out.emit(AccountUpdated, AccountUpdatedPayload(account=status), thread=c.thread, refs=c.refs())
     return state
 
 
@@ -1164,7 +1253,7 @@ _CLIENT_REQUESTS = {
         "session/set_model", "session/set_config_option")},
 }
 
-_NOTIFICATIONS = {"session/update": _on_session_update}
+_NOTIFICATIONS = {"session/update": _on_session_update, "_auth/status_update": _on_auth_status}
 
 #: Every method handled, by name: requests (agent's and client's) and notifications.
 _HANDLERS: dict[str, Any] = {**_AGENT_REQUESTS, **_CLIENT_REQUESTS, **_NOTIFICATIONS}

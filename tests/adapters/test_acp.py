@@ -380,3 +380,141 @@ def test_a_long_answer_and_command_output_are_spooled_not_kept_in_the_session():
     assert (bash.output, bash.outputTruncated, bash.status) == (output, msgspec.UNSET, "completed")
     assert done[-1].itemType == "assistant_message" and done[-1].text == answer
     assert len(spool) == 0 and session.streams == {}
+
+
+# ---- claude-agent-acp (@agentclientprotocol/claude-agent-acp, the successor of
+# @zed-industries/claude-code-acp): message shapes as its source emits them -------------
+
+
+def _claude_bash(tc: str, command: str, description: str, done: dict[str, Any]
+                 ) -> list[tuple[str, Any]]:
+    """A Bash call as claude-agent-acp reports it to a client without the terminal
+    extension: the streamed tool_use (`rawInput: {}`), the full input with the
+    description as text content, then the tool_result (rawOutput, content)."""
+    meta = {"claudeCode": {"toolName": "Bash"}}
+    return [
+        ("agent", _update(sessionUpdate="tool_call", toolCallId=tc, _meta=meta, name="Bash",
+                          rawInput={}, status="pending", title="Terminal", kind="execute",
+                          content=[])),
+        ("agent", _update(sessionUpdate="tool_call_update", toolCallId=tc, _meta=meta,
+                          rawInput={"command": command, "description": description},
+                          title=command, kind="execute",
+                          content=[{"type": "content",
+                                    "content": {"type": "text", "text": description}}])),
+        ("agent", _update(sessionUpdate="tool_call_update", toolCallId=tc,
+                          **{"_meta": meta, **done})),
+    ]
+
+
+def test_claude_agent_acp_command_without_output_does_not_output_its_description():
+    lines = capture_lines(_session(
+        *_claude_bash("toolu_1", "touch marker", "Create the marker",
+                      {"status": "completed", "rawOutput": ""}),
+        ("agent", _rpc(id=2, result={"stopReason": "end_turn"}))))
+    events = events_of(assert_three_ways("acp", lines))
+    done = _of(events, "item.completed")[-1]["payload"]
+    assert (done["toolName"], done["itemType"], done["status"]) == (
+        "Bash", "command_execution", "completed")
+    assert done["output"] == ""
+    assert (done["title"], done["detail"]) == ("touch marker", "Create the marker")
+    assert done["input"] == {"command": "touch marker", "description": "Create the marker"}
+    updated = _of(events, "item.updated")[-1]["payload"]
+    assert "output" not in updated and updated["detail"] == "Create the marker"
+
+
+def test_claude_agent_acp_command_output_is_its_result_not_its_description():
+    result = {"status": "completed", "rawOutput": "fixture-ok",
+              "content": [{"type": "content", "content": {
+                  "type": "text", "text": "```console\nfixture-ok\n```"}}]}
+    lines = capture_lines(_session(
+        *_claude_bash("toolu_2", "printf 'fixture-ok\\n'", "Run fixture command", result),
+        ("agent", _rpc(id=2, result={"stopReason": "end_turn"}))))
+    done = _of(events_of(assert_three_ways("acp", lines)), "item.completed")[-1]["payload"]
+    assert done["output"] == "```console\nfixture-ok\n```"
+    assert "Run fixture command" not in done["output"]
+    assert done["detail"] == "Run fixture command"
+
+
+def test_claude_agent_acp_result_without_content_is_read_from_raw_output_or_tool_response():
+    # the PostToolUse hook's update carries the structured result; the tool_result a
+    # rawOutput of text blocks
+    hook = {"_meta": {"claudeCode": {"toolName": "Bash", "toolResponse": {
+        "stdout": "a.ts\nb.ts", "stderr": "", "interrupted": False, "isImage": False}}}}
+    lines = capture_lines(_session(
+        *_claude_bash("toolu_3", "ls", "List files", hook),
+        ("agent", _update(sessionUpdate="tool_call_update", toolCallId="toolu_3",
+                          status="completed", _meta={"terminal_exit": {
+                              "terminal_id": "toolu_3", "exit_code": 0, "signal": None}})),
+        *_claude_bash("toolu_4", "ls src", "List sources",
+                      {"status": "completed",
+                       "rawOutput": [{"type": "text", "text": "app.ts"}]}),
+        ("agent", _rpc(id=2, result={"stopReason": "end_turn"}))))
+    done = [e["payload"] for e in _of(events_of(assert_three_ways("acp", lines)),
+                                      "item.completed")][-2:]
+    assert [(d["output"], d["detail"], d.get("exitCode")) for d in done] == [
+        ("a.ts\nb.ts", "List files", 0), ("app.ts", "List sources", None)]
+
+
+def test_a_chunk_without_message_id_is_its_own_message():
+    # claude-agent-acp's informational chunks carry no messageId; the answer's do
+    note = "Note: bypassPermissions is not available when running as root."
+    lines = capture_lines(_session(
+        ("agent", _update(sessionUpdate="agent_message_chunk",
+                          content={"type": "text", "text": note})),
+        ("agent", _update(sessionUpdate="agent_message_chunk", messageId="msg_1",
+                          content={"type": "text", "text": "Hello "})),
+        ("agent", _update(sessionUpdate="agent_message_chunk", messageId="msg_1",
+                          content={"type": "text", "text": "there."})),
+        ("agent", _update(sessionUpdate="agent_message_chunk",
+                          content={"type": "text", "text": "Compacting..."})),
+        ("agent", _rpc(id=2, result={"stopReason": "end_turn"}))))
+    events = events_of(assert_three_ways("acp", lines))
+    assert assistant_texts(events) == [note, "Hello there.", "Compacting..."]
+    refs = [e.get("providerRefs", {}).get("providerItemId")
+            for e in _of(events, "item.completed")
+            if e["payload"]["itemType"] == "assistant_message"]
+    assert refs == [None, "msg_1", None]
+
+
+def test_chunks_without_message_ids_still_form_one_message():
+    lines = capture_lines(_session(
+        *[("agent", _update(sessionUpdate="agent_message_chunk",
+                            content={"type": "text", "text": t})) for t in ("a", "b", "c")],
+        ("agent", _rpc(id=2, result={"stopReason": "end_turn"}))))
+    assert assistant_texts(events_of(assert_three_ways("acp", lines))) == ["abc"]
+
+
+def test_auth_status_update_is_auth_status_and_account():
+    status = {"kind": "account", "label": "Claude Max",
+              "account": {"plan": "max", "email": "dev@example.com"}}
+    lines = capture_lines([
+        ("agent", _rpc(method="_auth/status_update", params={"authStatus": status})),
+        ("agent", _rpc(method="_auth/status_update", params={
+            "authStatus": {"kind": "none", "label": "Not logged in"}}))])
+    events = events_of(assert_three_ways("acp", lines))
+    assert not _of(events, "runtime.warning")
+    auth = [e["payload"] for e in _of(events, "auth.status")]
+    assert auth == [{"isAuthenticating": False, "output": ["Claude Max"]},
+                    {"isAuthenticating": False, "output": ["Not logged in"],
+                     "error": "Not logged in"}]
+    assert [e["payload"]["account"] for e in _of(events, "account.updated")] == [
+        status, {"kind": "none", "label": "Not logged in"}]
+
+
+def test_session_info_and_usage_updates_are_thread_metadata_and_token_usage():
+    lines = capture_lines(_session(
+        ("agent", _update(sessionUpdate="usage_update", used=3, size=200000,
+                          cost={"amount": 0.25, "currency": "USD"},
+                          _meta={"_claude/model": "claude-sonnet-4-6"})),
+        ("agent", _rpc(id=2, result={"stopReason": "end_turn"})),
+        ("agent", _update(sessionUpdate="session_info_update", title="Fix the bug",
+                          updatedAt="2026-11-29T18:00:00.000Z")),
+        ("agent", _update(sessionUpdate="session_info_update", title=None))))
+    events = events_of(assert_three_ways("acp", lines))
+    usage = _of(events, "thread.token-usage.updated")[0]
+    assert usage["payload"]["usage"] == {"used": 3, "size": 200000,
+                                         "cost": {"amount": 0.25, "currency": "USD"}}
+    assert usage["turnId"]
+    meta = [e["payload"] for e in _of(events, "thread.metadata.updated")]
+    assert meta == [{"name": "Fix the bug", "metadata": {"updatedAt": "2026-11-29T18:00:00.000Z"}},
+                    {"metadata": {"title": None}}]
