@@ -38,7 +38,8 @@ class State(Stored, frozen=True, kw_only=True):
     """No text or output is kept (the conversation core's streams and spool hold
     those): turns, items and requests leave when they end, closedTurns keeps the last
     few, and only ids and small settings (the model, a turn's last token usage) are
-    copied from the native messages. `threads` grows by one id per thread announced."""
+    copied from the native messages. `threads` grows by one id per thread announced;
+    `legacyWarned` keeps at most codex._LEGACY_WARNED_KEPT kinds."""
 
     started: bool = False  # session.started emitted
     model: str | None = None  # model of the last configured thread
@@ -48,3 +49,6 @@ class State(Stored, frozen=True, kw_only=True):
     items: dict[str, OpenItem] = {}  # by Codex item id
     requests: dict[str, OpenRequest] = {}  # open server->client requests, by str(JSON-RPC id)
     pending: dict[str, str] = {}  # client->server requests awaiting a response: id -> method
+    # `codex/event/<type>` kinds already reported once as runtime.warning (the legacy
+    # mirror, adapters.codex): the last few, so the state stays bounded
+    legacyWarned: tuple[str, ...] = ()

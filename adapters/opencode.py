@@ -1,7 +1,9 @@
 """opencode: OpenCode server event bus (`GET /event` server-sent events) -> canonical events.
 
 Reads the JSON object of each `data:` line of OpenCode's event stream, in both shapes:
-* 1.1.x (`@opencode-ai/sdk` v1 types, OpenAPI of 2026-01, the public 1.1.49 recording):
+* 1.1.x (`@opencode-ai/sdk` v1 types, OpenAPI of 2026-01, the public 1.1.49 recording,
+  1.1.65 recordings; session/processor.ts, retry.ts, status.ts and prompt.ts read for the
+  order of its retry and abort events):
   `{type, properties}`; text parts stream as growing `message.part.updated` snapshots
   (with an optional `delta`); approvals are `permission.updated` (v1) or
   `permission.asked`, answered by `permission.replied`.
@@ -29,6 +31,15 @@ Mapping (OpenCode column of seed 000; seed 002 vocabulary)
   (`session.status` retry, retry part) is `runtime.error` with willRetry, once per attempt.
   Per-step `step-finish` usage becomes `thread.token-usage.updated` and is summed into
   `turn.completed` usage and cost.
+* Aborted while waiting to retry (status retry, no busy since): 1.1.x's cancel() sets idle
+  at once; the retry's sleep is cut, the next call fails aborted, and only then come
+  `session.error` (MessageAbortedError) and the message completed with that error. No part
+  is streaming, so nothing at that idle tells the cut: the turn is held open (Sess.held)
+  and ends at the report, interrupted (failed for another error) with the error inside
+  it. The message completed without a report ends it too, interrupted unless it finished
+  a step without error (v2 completes it so when the retry is aborted, without
+  session.error, and goes idle after); a busy status releases the hold (the work went
+  on); the next prompt ends a turn still held.
 * Items are parts, not messages: a text part is one `assistant_message` item (or a
   `user_message` item when its message is the user's), a reasoning part a `reasoning`
   item, a tool part a tool item whose `providerRefs.providerItemId` is the tool `callID`
@@ -296,7 +307,8 @@ def _open_turn(state: State, out: Emitter, sid: str,
     if sess.turnOpen:
         return state
     state = _set_sess(state, sid, _replace(sess, turns=sess.turns + 1, turnOpen=True, finish="",
-                                           retry=0, usage=None, ending="", error=""))
+                                           retry=0, usage=None, ending="", error="",
+                                           waiting=False, held=False))
     # OpenCode has no turn-start event: the turn is inferred from status or activity
     out.emit(TurnStarted, TurnStartedPayload(model=model), synthetic=True,
              thread=_thread(out, sid), turn=_turn(state, out, sid), refs=_srefs(sid))
@@ -333,7 +345,7 @@ def _end_turn(state: State, out: Emitter, sid: str, end: str, *, synthetic: bool
              synthetic=synthetic, thread=_thread(out, sid), turn=_turn(state, out, sid),
              refs=_srefs(sid))
     state = _set_sess(state, sid, _replace(sess, turnOpen=False, finish="", retry=0, usage=None,
-                                           ending="", error=""))
+                                           ending="", error="", waiting=False, held=False))
     # roles are only needed while a turn's parts stream
     stale = [m for m, s in state.msgSession.items() if s == sid]
     if stale:
@@ -424,15 +436,27 @@ def _on_session_status(state: State, props: dict[str, Any], out: Emitter) -> Sta
     if not isinstance(status, dict) or not isinstance(kind, str):
         raise MalformedRecord("opencode session.status: 'status' must be an object with a type")
     if kind == "busy":
-        return _open_turn(state, out, sid)  # repeated 3-4 times per turn: opens once
+        return _busy(state, out, sid)
     if kind == "idle":
         return _idle(state, out, sid)
     if kind == "retry":
-        return _retry(state, out, sid, status.get("attempt"), _str(status, "message"),
-                      {k: v for k, v in status.items() if k != "type"})
+        state = _retry(state, out, sid, status.get("attempt"), _str(status, "message"),
+                       {k: v for k, v in status.items() if k != "type"})
+        sess = state.sessions[sid]
+        return state if sess.waiting else _set_sess(state, sid, _replace(sess, waiting=True))
     state = _ensure_thread(state, out, sid)
     out.unknown(f"session.status:{kind}", thread=_thread(out, sid), turn=_turn(state, out, sid))
     return state
+
+
+def _busy(state: State, out: Emitter, sid: str) -> State:
+    """Work goes on: the turn opens (once: busy is repeated 3-4 times per turn); a retry
+    is under way, and a held turn was not cut short after all (1.1.x reports an abort
+    before its prompt loop could go busy again)."""
+    sess = state.sessions.get(sid)
+    if sess is not None and sess.turnOpen and (sess.waiting or sess.held):
+        state = _set_sess(state, sid, _replace(sess, waiting=False, held=False))
+    return _open_turn(state, out, sid)
 
 
 def _retry(state: State, out: Emitter, sid: str, attempt: Any, message: str,
@@ -459,13 +483,22 @@ def _on_session_idle(state: State, props: dict[str, Any], out: Emitter) -> State
 def _idle(state: State, out: Emitter, sid: str) -> State:
     """The session went idle: its turn ends, as session.error said, or completed. OpenCode
     1.1.x goes idle *before* reporting an interrupt (cancel() sets idle, then the aborted
-    stream errors): a text part still streaming or a tool still running at idle means the
-    turn was cut short."""
+    call errors). While it waits to retry a failed call, nothing shows the cut: the turn
+    is held open for the report that follows (session.error, the message completed),
+    which ends it with the error inside. A text part still streaming or a tool still
+    running shows it: the turn ends interrupted at once (no report may follow: the tool
+    parts' own abort is all some runs send)."""
     sess = state.sessions.get(sid)
     if sess is None or not sess.turnOpen:
         return state
-    end = sess.ending or ("interrupted" if any(p.sid == sid and p.busy
-                                                for p in state.parts.values()) else "completed")
+    if sess.ending:
+        return _end_turn(state, out, sid, sess.ending)
+    if sess.held:
+        return state  # the idle repeated (status idle, then session.idle): still held
+    if sess.waiting:
+        return _set_sess(state, sid, _replace(sess, held=True))
+    end = "interrupted" if any(p.sid == sid and p.busy for p in state.parts.values()) \
+        else "completed"
     return _end_turn(state, out, sid, end)
 
 
@@ -501,6 +534,9 @@ def _on_session_error(state: State, props: dict[str, Any], out: Emitter) -> Stat
         # never idle, until the next prompt)
         short = _add(out, out.id("trn", sid, str(sess.turns)), "error", "", message)
         state = _set_sess(state, sid, _replace(sess, ending=end, error=short))
+        if sess.held:
+            # 1.1.x went idle first, and this is the report it held back: the turn ends now
+            state = _end_turn(state, out, sid, end)
     return state
 
 
@@ -574,8 +610,8 @@ def _on_message_updated(state: State, props: dict[str, Any], out: Emitter) -> St
     created = _num(_dict(info, "time").get("created"))
     if role == "user" and mid != sess.prompt and created >= sess.promptAt:
         # a new prompt (OpenCode re-sends the user message after every step: same id)
-        if sess.turnOpen and sess.ending:  # the errored turn never went idle
-            state = _end_turn(state, out, sid, sess.ending, synthetic=True)
+        if sess.turnOpen and (sess.ending or sess.held):  # it never went idle, or was held
+            state = _end_turn(state, out, sid, sess.ending or "interrupted", synthetic=True)
         model = _dict(info, "model")
         name = "/".join(x for x in (_str(model, "providerID"), _str(model, "modelID")) if x)
         state = _open_turn(state, out, sid, model=name or UNSET)
@@ -608,7 +644,24 @@ def _on_message_updated(state: State, props: dict[str, Any], out: Emitter) -> St
         for pid, part in list(state.parts.items()):
             if part.msg == mid and part.kind != "tool":
                 state = _force_close(state, out, pid, part)
+        state = _message_done(state, out, sid, info)
     return state
+
+
+def _message_done(state: State, out: Emitter, sid: str, info: dict[str, Any]) -> State:
+    """An assistant message completed while its turn was held, or while OpenCode was to
+    retry the call (v2 completes it so when the retry is aborted, without session.error,
+    then goes idle): the turn was cut short. A message that finished a step (`finish`)
+    and has no error is an ordinary end."""
+    sess = state.sessions[sid]
+    if not sess.turnOpen or sess.ending or not (sess.held or sess.waiting):
+        return state
+    normal = bool(_str(info, "finish")) and not info.get("error")
+    if sess.held:
+        return _end_turn(state, out, sid, "completed" if normal else "interrupted")
+    if normal:
+        return state
+    return _set_sess(state, sid, _replace(sess, ending="interrupted"))
 
 
 def _on_message_part_updated(state: State, props: dict[str, Any], out: Emitter) -> State:

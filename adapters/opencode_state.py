@@ -54,6 +54,10 @@ class Sess(Stored, frozen=True, kw_only=True):
     usage: Usage | None = None  # summed over the turn's steps
     ending: str = ""  # how the open turn ends, once session.error said so
     error: str = ""  # that error's message while short (else spooled: the turn's "error")
+    waiting: bool = False  # the last status was retry: OpenCode sleeps before its next call
+    # it went idle while waiting to retry: the turn was cut short, and 1.1.x reports why
+    # only after the idle, so the turn stays open for that report
+    held: bool = False
 
 
 class Request(Stored, frozen=True, kw_only=True):

@@ -120,6 +120,136 @@ def test_captured_conversation_translates_completely(path: Path):
     assert [e["payload"]["state"] for e in _of(events, "turn.completed")] == expect["turn_states"]
 
 
+# ---- the legacy mirror: codex/event/<type> (app-server up to 2026-03) -----------------------
+
+#: Every `type` of codex-rs/protocol's EventMsg from 2025-09 until the app-server stopped
+#: mirroring them (2026-03-12, "stop emitting codex/event/ notifications"), read from the
+#: protocol's history: the app-server forwarded each as `codex/event/<type>`.
+LEGACY_TYPES = frozenset("""
+error warning context_compacted thread_rolled_back task_started task_complete token_count
+agent_message user_message agent_message_delta agent_reasoning agent_reasoning_delta
+agent_reasoning_raw_content agent_reasoning_raw_content_delta agent_reasoning_section_break
+session_configured thread_name_updated mcp_startup_update mcp_startup_complete
+mcp_tool_call_begin mcp_tool_call_end web_search_begin web_search_end exec_command_begin
+exec_command_output_delta terminal_interaction exec_command_end view_image_tool_call
+exec_approval_request request_user_input dynamic_tool_call_request dynamic_tool_call_response
+elicitation_request apply_patch_approval_request request_permissions skill_request_approval
+deprecation_notice background_event undo_started undo_completed stream_error patch_apply_begin
+patch_apply_end turn_diff get_history_entry_response mcp_list_tools_response
+list_custom_prompts_response list_skills_response list_remote_skills_response
+remote_skill_downloaded list_models_response conversation_path conversation_history
+session_renamed skills_update_available plan_update turn_aborted shutdown_complete
+entered_review_mode exited_review_mode raw_response_item item_started item_completed
+agent_message_content_delta plan_delta reasoning_content_delta reasoning_raw_content_delta
+collab_agent_spawn_begin collab_agent_spawn_end collab_agent_interaction_begin
+collab_agent_interaction_end collab_waiting_begin collab_waiting_end collab_close_begin
+collab_close_end collab_resume_begin collab_resume_end model_reroute
+realtime_conversation_started realtime_conversation_realtime realtime_conversation_closed
+image_generation_begin image_generation_end hook_started hook_completed
+""".split())
+#: The server notifications of the 0.100-era app-server (codex-rs at 2026-02-11).
+V2_NOTIFICATIONS_0_100 = frozenset("""
+error thread/started thread/name/updated thread/tokenUsage/updated turn/started turn/completed
+turn/diff/updated turn/plan/updated item/started item/completed rawResponseItem/completed
+item/agentMessage/delta item/plan/delta item/commandExecution/outputDelta
+item/commandExecution/terminalInteraction item/fileChange/outputDelta item/mcpToolCall/progress
+mcpServer/oauthLogin/completed account/updated account/rateLimits/updated app/list/updated
+item/reasoning/summaryTextDelta item/reasoning/summaryPartAdded item/reasoning/textDelta
+thread/compacted deprecationNotice configWarning windows/worldWritableWarning
+account/login/completed authStatusChange loginChatGptComplete sessionConfigured
+""".split())
+MIRROR = GOLDENS / "codex" / "legacy_mirror_0_100.in.jsonl"
+
+
+def _legacy(kind: str, turn: str = U, **body: Any) -> tuple[str, Any]:
+    return ("agent", {"method": f"codex/event/{kind}",
+                      "params": {"id": turn, "msg": {"type": kind, **body}, "conversationId": T}})
+
+
+def _is_legacy(line: Line) -> bool:
+    return json.loads(line.data).get("method", "").startswith("codex/event/")
+
+
+def test_every_legacy_event_type_is_ignored_translated_or_warned_once():
+    ignored, translated = set(adapter.LEGACY_IGNORED), set(adapter._LEGACY_HANDLERS)
+    warned = set(adapter.LEGACY_WARNED)
+    assert not ignored & translated and not ignored & warned and not translated & warned
+    assert ignored | translated | warned == LEGACY_TYPES, (
+        f"not covered: {LEGACY_TYPES - ignored - translated - warned}; not in the protocol: "
+        f"{(ignored | translated | warned) - LEGACY_TYPES}")
+    assert all(r.strip() for r in (*adapter.LEGACY_IGNORED_REASONS.values(),
+                                   *adapter.LEGACY_WARNED.values()))
+
+
+def test_the_legacy_mirror_adds_nothing_to_the_v2_conversation():
+    lines = read_capture(MIRROR)
+    bare = [ln for ln in lines if not _is_legacy(ln)]
+    assert len(bare) < len(lines) - 30
+    mirrored = run_whole("codex", lines)
+    assert mirrored == run_whole("codex", bare)
+    # the order the issue describes (each legacy twin after its v2 notification; 0.100
+    # sent it before): the same
+    after: list[Line] = []
+    held: list[Line] = []
+    for ln in lines:
+        if _is_legacy(ln):
+            held.append(ln)
+        else:
+            after.append(ln)
+            after.extend(held)
+            held.clear()
+    assert run_whole("codex", after + held) == mirrored
+    events = events_of(mirrored)
+    assert not _of(events, "runtime.warning")
+    assert [e["payload"]["state"] for e in _of(events, "turn.completed")] == [
+        "completed", "interrupted"]
+
+
+def test_legacy_events_that_no_v2_notification_carries_are_translated():
+    events = _run([
+        _legacy("mcp_startup_update", "", server="docs", status={"state": "starting"}),
+        _legacy("mcp_startup_update", "", server="docs",
+                status={"state": "failed", "error": "handshake timed out"}),
+        _legacy("mcp_startup_complete", "", ready=[], failed=[
+            {"server": "docs", "error": "handshake timed out"}], cancelled=[]),
+        _legacy("warning", message="Model gpt-x is deprecated; using gpt-y"),
+    ])
+    # the shape of mcpServer/startupStatus/updated, which replaced them in later releases
+    assert [e["payload"]["status"] for e in _of(events, "mcp.status.updated")] == [
+        {"name": "docs", "status": "starting", "error": None},
+        {"name": "docs", "status": "failed", "error": "handshake timed out"}]
+    (warning,) = _of(events, "config.warning")
+    assert warning["payload"] == {"summary": "Model gpt-x is deprecated; using gpt-y"}
+    assert warning["threadId"] == _cid("thr", T)
+    assert not _of(events, "runtime.warning")
+
+
+def test_legacy_events_with_content_of_their_own_warn_once_per_kind_per_session():
+    messages = [_legacy("background_event", message=f"step {n}") for n in range(3)]
+    messages += [_legacy("undo_started", message=None), _legacy("undo_completed", success=True),
+                 _legacy("undo_started", message=None)]
+    messages += [_legacy("hologram_rendered", frame=n) for n in range(40)]
+    events = _run(messages)
+    warnings = _of(events, "runtime.warning")
+    assert [w["raw"]["messageType"] for w in warnings] == [
+        "codex/event/background_event", "codex/event/undo_started",
+        "codex/event/undo_completed", "codex/event/hologram_rendered"]
+    assert all(w["threadId"] == _cid("thr", T) for w in warnings)
+    assert "background_event" in warnings[0]["payload"]["message"]
+    # another session warns again
+    assert len(_of(_run(messages[:1]), "runtime.warning")) == 1
+
+
+def test_the_legacy_warned_kinds_stay_bounded():
+    kinds = [f"kind_{n}" for n in range(adapter._LEGACY_WARNED_KEPT + 10)]
+    session = new_session(get("codex"))
+    for n, kind in enumerate(kinds):
+        session, _events, failures = translate_record(
+            get("codex"), session, "s1", capture_lines([_legacy(kind)]), offset=n)
+        assert not failures
+    assert len(session.state.legacyWarned) == adapter._LEGACY_WARNED_KEPT
+
+
 # ---- the schema: every method mapped or ignored ------------------------------------------
 
 
@@ -187,6 +317,8 @@ def test_golden_inputs_validate_against_the_schemas(path: Path):
         ("agent-request", "ServerRequest.json"), ("agent-notification", "ServerNotification.json"),
         ("client-request", "ClientRequest.json"), ("client-notification", "ClientNotification.json"))}
     pending: dict[str, dict[Any, str]] = {"agent": {}, "client": {}}  # requests by who sent them
+    if path == MIRROR:  # written in codex 0.100's shapes, which the 0.171.0 schemas are not
+        return _check_methods_0_100(path)
     for n, raw in enumerate(path.read_text().splitlines(), 1):
         cap = json.loads(raw)
         origin, msg = cap["origin"], cap["msg"]
@@ -206,6 +338,22 @@ def test_golden_inputs_validate_against_the_schemas(path: Path):
                 continue
             errors = list(jsonschema.Draft7Validator(schema).iter_errors(msg["result"]))
         assert not errors, f"line {n}: {jsonschema.exceptions.best_match(errors).message}"
+
+
+def _check_methods_0_100(path: Path) -> None:
+    """Every method of the 0.100-era golden is one that release defined."""
+    for n, raw in enumerate(path.read_text().splitlines(), 1):
+        cap = json.loads(raw)
+        method = cap["msg"].get("method")
+        if method is None:
+            continue
+        if cap["origin"] == "client":
+            assert method in adapter.CLIENT_REQUESTS | adapter.CLIENT_NOTIFICATIONS, f"line {n}"
+        elif method.startswith("codex/event/"):
+            assert method.removeprefix("codex/event/") in LEGACY_TYPES, f"line {n}: {method}"
+            assert cap["msg"]["params"]["msg"]["type"] == method.removeprefix("codex/event/")
+        else:
+            assert method in V2_NOTIFICATIONS_0_100, f"line {n}: {method}"
 
 
 # ---- the seed exhibit (seed 001's chat view) --------------------------------------------------

@@ -327,6 +327,95 @@ def test_an_interrupt_ends_the_turn_once_as_interrupted(order, tool_output):
     assert tool_done["payload"].get("output") == tool_output
 
 
+def _status(kind: str, **extra: Any) -> tuple[str, dict[str, Any]]:
+    return ("agent", {"type": "session.status",
+                      "properties": {"sessionID": "ses_1", "status": {"type": kind, **extra}}})
+
+
+def _plain(kind: str, **props: Any) -> tuple[str, dict[str, Any]]:
+    """A 1.1.x bus event: no event id."""
+    return ("agent", {"type": kind, "properties": props})
+
+
+_RETRY = _status("retry", attempt=1, message="The server had an error", next=5)
+_IDLE_11 = [_status("idle"), _plain("session.idle", sessionID="ses_1")]
+_ABORT_11 = _plain("session.error", sessionID="ses_1",
+                   error={"name": "MessageAbortedError",
+                          "data": {"message": "The operation was aborted."}})
+
+
+def _message_completed(**extra: Any) -> tuple[str, dict[str, Any]]:
+    return _plain("message.updated", info={
+        "id": "msg_a", "sessionID": "ses_1", "role": "assistant",
+        "time": {"created": 2, "completed": 9}, **extra})
+
+
+_ABORTED_MESSAGE = _message_completed(error={"name": "MessageAbortedError",
+                                     "data": {"message": "The operation was aborted."}})
+
+
+@pytest.mark.parametrize("after_retry", [
+    # processor.ts: cancel() sets idle at once; the retry's sleep rejects, the next call
+    # aborts, then session.error and the message completed with the error
+    [*_IDLE_11, _ABORT_11, _ABORTED_MESSAGE],
+    # as 1.1.65 recorded its interrupt: an idle after each report
+    [*_IDLE_11, _ABORT_11, *_IDLE_11, _ABORTED_MESSAGE, *_IDLE_11],
+    # the message completed without session.error, then idle (the v2 runner, 1.18)
+    [_message_completed(), *_IDLE_11],
+    # idle, then the completion without session.error
+    [*_IDLE_11, _message_completed()],
+], ids=["1.1.x", "1.1.65-idles", "completed-then-idle", "idle-then-completed"])
+def test_a_turn_aborted_while_waiting_to_retry_ends_interrupted_with_its_error(after_retry):
+    lines = capture_lines([*_PROMPT, _status("busy"), _RETRY, *after_retry])
+    events = events_of(assert_three_ways("opencode", lines))
+    assert_envelope_invariants(events)
+    (done,) = [e for e in events if e["type"] == "turn.completed"]
+    assert done["payload"]["state"] == "interrupted"
+    errors = [e for e in events if e["type"] == "runtime.error"]
+    assert [e["payload"]["willRetry"] for e in errors] == (
+        [True, False] if _ABORT_11 in after_retry else [True])
+    # every error inside the turn: before its end, with its id
+    assert all(e["turnId"] == done["turnId"] and e["seq"] < done["seq"] for e in errors)
+    if _ABORT_11 in after_retry:
+        assert done["payload"]["errorMessage"] == "The operation was aborted."
+    assert events[-1] is done or all(e["type"] != "turn.started" for e in events[
+        events.index(done):])
+
+
+def test_a_retry_that_resumes_completes_its_turn_at_idle():
+    lines = capture_lines([*_PROMPT, _status("busy"), _RETRY, _status("busy"),
+                           _text_part("prt_1", "Hello", end=True),
+                           _message_completed(finish="stop"), *_IDLE_11])
+    events = events_of(assert_three_ways("opencode", lines))
+    assert [e["payload"]["state"] for e in events if e["type"] == "turn.completed"] == \
+        ["completed"]
+    assert assistant_texts(events) == ["Hello"]
+
+
+def test_an_idle_while_waiting_to_retry_is_held_until_the_next_prompt_at_most():
+    # no report ever comes: the next prompt ends the turn, interrupted, before its own
+    prompt = _plain("message.updated", info={"id": "msg_u2", "sessionID": "ses_1",
+                                             "role": "user", "time": {"created": 10}})
+    lines = capture_lines([*_PROMPT, _status("busy"), _RETRY, *_IDLE_11, prompt])
+    events = events_of(assert_three_ways("opencode", lines))
+    assert [(e["type"], e["payload"].get("state")) for e in events
+            if e["type"] in ("turn.started", "turn.completed")] == [
+        ("turn.started", None), ("turn.completed", "interrupted"), ("turn.started", None)]
+
+
+ERROR_500 = SHARED / "fixtures" / "ondisk" / "opencode-serve" / "error_500" / "live.jsonl"
+
+
+@pytest.mark.skipif(not ERROR_500.exists(), reason="../shared/fixtures/ondisk is absent")
+def test_the_recorded_abort_after_two_retries_ends_the_turn_interrupted():
+    # opencode 1.18.33, aborted by the client after two retry statuses: the message
+    # completes without an error, no session.error, then idle
+    events = events_of(assert_three_ways("opencode", read_capture(ERROR_500)))
+    assert [e["payload"]["state"] for e in events if e["type"] == "turn.completed"] == \
+        ["interrupted"]
+    assert not [e for e in events if e["type"] == "runtime.warning"]
+
+
 def test_a_shape_error_is_a_malformed_record_not_a_crash():
     line = capture_lines([_v2("message.part.updated", sessionID="ses_1", part="nope")])
     _session, events, failures = translate_record(get("opencode"), new_session(get("opencode")),
