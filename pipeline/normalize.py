@@ -317,7 +317,10 @@ class Normalizer:
             errorClass=cls, reason=reason, value=data,
             line=line if line is not None else UNSET, origin=origin,
             timestampMs=time_ms if time_ms is not None else UNSET)
-        return dead_letter_bytes(letter, self.max_message_bytes)
+        # agents.deadletter keeps letters for 30 days: secrets in the record are
+        # redacted (the original's size and SHA-256 kept, the record itself is in the
+        # raw topic for its 3 days), unless CANONFLOW_DEADLETTER_ORIGINAL says otherwise
+        return dead_letter_bytes(self.redactor.dead_letter(letter), self.max_message_bytes)
 
 
 _ENVELOPE = ("schemaVersion", "eventId", "seq", "provider", "sessionId", "createdAt", "threadId",
@@ -342,8 +345,11 @@ def _cut(letter: DeadLetter, limit: int) -> DeadLetter:
     max.message.bytes, and a refused dead letter would be sent again forever, holding
     up its partition; the whole record is still in the raw topic at its offset."""
     data = letter.value
-    cut = msgspec.structs.replace(letter, value=b"", valueBytes=len(data),
-                                  valueSha256=hashlib.sha256(data).hexdigest())
+    if letter.valueBytes is not UNSET:  # redacted: the size and hash are the original's
+        cut = msgspec.structs.replace(letter, value=b"")
+    else:
+        cut = msgspec.structs.replace(letter, value=b"", valueBytes=len(data),
+                                      valueSha256=hashlib.sha256(data).hexdigest())
     room = limit - len(encode_deadletter(cut))  # characters left for the base64 text
     return msgspec.structs.replace(cut, value=data[:max(0, room // 4 * 3)])
 

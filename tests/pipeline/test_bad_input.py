@@ -301,9 +301,10 @@ def _translate(provider: str, lines: list[Line], *, validate: bool = False
     Anything but an AdapterError escapes and fails the test; with `validate`, every
     event must also decode back under the canonical schema."""
     t = get(provider)
-    session, events, failed = new_session(t), [], []
+    session, events, failed, spool = new_session(t), [], [], MemorySpool()
     for n, line in enumerate(lines):
-        session, evs, failures = translate_record(t, session, "fuzz", [line], offset=n)
+        session, evs, failures = translate_record(t, session, "fuzz", [line], offset=n,
+                                                  spool=spool)
         for f in failures:
             assert isinstance(f.error, AdapterError), f.error
             failed.append(n)
