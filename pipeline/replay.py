@@ -110,7 +110,8 @@ def replay(provider: str, inputs: Iterable[tuple[str, IO[bytes]]], out: IO[bytes
     """Replay every input; returns the number of dead letters written to `err`."""
     rep = Replayer(provider, include_raw=include_raw)
     chat = ChatView() if view == "chat" else None
-    publish = Redactor.from_env().publisher()
+    redactor = Redactor.from_env()
+    publish = redactor.publisher()
     dead_count = 0
     offset = 0  # one running position across files: a session may span several
     for path, stream in inputs:
@@ -129,8 +130,8 @@ def replay(provider: str, inputs: Iterable[tuple[str, IO[bytes]]], out: IO[bytes
                 for record in chat.feed(published):  # what consumers see: redacted
                     out.write(encode_chat(record))
                     out.write(b"\n")
-            for d in dead:
-                err.write(encode_deadletter(d))
+            for d in dead:  # redacted as the worker's are (CANONFLOW_DEADLETTER_ORIGINAL)
+                err.write(encode_deadletter(redactor.dead_letter(d)))
                 err.write(b"\n")
             dead_count += len(dead)
     out.flush()
