@@ -17,6 +17,7 @@ from setuptools import setup
 
 COMPILED = [
     "adapters/base.py",
+    "adapters/ids.py",
     "adapters/tools.py",
     "adapters/acp.py",
     "adapters/amp.py",

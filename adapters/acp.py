@@ -10,6 +10,21 @@ methods; its later releases add `name`, `messageId`, `usage_update` with cost,
 `session_info_update` and `_auth/status_update`), also Cursor and OpenCode `acp`. Every message is a JSON-RPC
 request, notification or response; `origin` says who wrote it. Mapping: seed 002 §5.
 
+Releases (every recording of each is replayed against its oracle by
+tests/adapters/test_drift.py, which also checks this table; README.md "Verified runtime
+releases")
+
+| runtime (recordings) | releases verified | written against |
+| --- | --- | --- |
+| `acp-gemini` (Gemini CLI) | 0.30.0, 0.61.0 | ACP `protocolVersion` 1, schema 1.21.0 |
+| `acp-claude-code` (claude-code-acp) | 0.10.10, 0.16.2 | the same |
+| `acp-codex` (codex-acp) | 0.9.5, 0.16.0 | the same |
+| claude-agent-acp | none recorded (goldens: 0.85) | the same |
+
+An agent states its name and release in the initialize response's `agentInfo`
+(Implementation: name, title, version): session.configured `runtimeName` and
+`runtimeVersion`. Gemini CLI 0.30.0 sends no agentInfo.
+
 Invariants
 * Client and agent requests have separate id spaces (both start at 0 or 1 and
   collide), so the requests each side has in flight are kept apart, keyed by the
@@ -355,8 +370,13 @@ def _on_client_request_answered(state: State, obj: dict[str, Any], pending: Pend
 def _on_initialized(state: State, result: dict[str, Any], pending: Pending,
                     out: Emitter) -> State:
     c = _Ctx(state, out)
-    out.emit(SessionConfigured, SessionConfiguredPayload(config=result), thread=c.thread,
-             refs=c.refs())
+    agent = result.get("agentInfo")  # Implementation {name, title?, version}: not every agent
+    agent = agent if isinstance(agent, dict) else {}
+    out.emit(SessionConfigured,
+             SessionConfiguredPayload(config=result,
+                                      runtimeVersion=_str(agent.get("version")) or UNSET,
+                                      runtimeName=_str(agent.get("name")) or UNSET),
+             thread=c.thread, refs=c.refs())
     return state
 
 

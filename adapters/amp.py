@@ -9,6 +9,17 @@ another table: the same state, the same block, tool and turn handling. It also
 reads the older flat lines (`message`, `tool_call`, `tool_result`, `error`,
 `done`; the StreamJSONMessage of the sandbox-agent schema, seed 000 Amp column).
 
+Releases (every recording of each is replayed against its oracle by
+tests/adapters/test_drift.py, which also checks this table; README.md "Verified runtime
+releases")
+
+| runtime (recordings) | releases verified | written against |
+| --- | --- | --- |
+| `amp --stream-json` | none recorded (goldens only) | amp-sdk 0.1.0-20260126121723 `types.d.ts` |
+
+Its init states no release (adapters.claude reads `claude_code_version`, which Amp does
+not send), so nothing records it.
+
 Invariants (those of adapters.claude, plus)
 * Amp sends no deltas: every text block becomes one synthetic full-text
   `content.delta` before its `item.completed` (seed 000 delta policy).

@@ -676,10 +676,9 @@ _MAX_TIME_MS: Final = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
 def _id_digest(message_id: str, data: bytes) -> int:
     """64 bits of a native message's id and bytes: what Session.seen keeps. Both must
     match for a message to be the same one again (a retried produce repeats the bytes;
-    an id a runtime used twice for two messages drops neither)."""
-    h = hashlib.blake2b(message_id.encode("utf-8", "surrogatepass"), digest_size=8)
-    h.update(data)
-    return int.from_bytes(h.digest(), "big")
+    an id a runtime used twice for two messages drops neither). CRC-32 of the id and
+    CRC-32 of the bytes: callgrind counted blake2b at 10% of the adapter core."""
+    return (zlib.crc32(message_id.encode("utf-8", "surrogatepass")) << 32) | zlib.crc32(data)
 
 
 def decode_message(data: bytes) -> dict[str, Any]:
@@ -743,7 +742,7 @@ def translate_record(
     failures: list[LineFailure] = []
     folded: list[int] = []  # lines that failed past MAX_FAILURES_PER_RECORD
     message_id = MESSAGE_IDS.get(translator.provider)
-    seen = session.seen
+    seen = list(session.seen)  # the last DEDUPE_KEPT digests once the record is done
     marks = session.marks
     if moved:
         marks = {**marks, session.partition: session.watermark}
@@ -784,7 +783,7 @@ def translate_record(
                     _check_payload(events[k].payload)  # type: ignore[attr-defined]
                 state = new_state
                 if digest >= 0:
-                    seen = (*seen[1 - DEDUPE_KEPT:], digest) if seen else (digest,)
+                    seen.append(digest)
             except _SHAPE_ERRORS as e:
                 kind = obj.get("type", obj.get("method", "?"))
                 raise MalformedRecord(
@@ -820,7 +819,8 @@ def translate_record(
     return (
         Session(seq=out.seq, watermark=offset, partition=partition, clockMs=out.clock_ms,
                 epochMs=epoch, thread=thread, turn=turn, open=open_items, state=state,
-                streams=out.streams, marks=marks, seen=seen),
+                streams=out.streams, marks=marks,
+                seen=tuple(seen[-DEDUPE_KEPT:]) if message_id is not None else ()),
         events,
         failures,
     )

@@ -5,9 +5,24 @@ Reads the stream-json lines of `claude -p --output-format stream-json --verbose`
 (`--input-format stream-json --permission-prompt-tool stdio`, both directions:
 `control_request` / `control_response`), as declared by
 `@anthropic-ai/claude-agent-sdk` 0.2.62 .. 0.3.332 (`sdk.d.ts`: SDKMessage,
-SDKControlRequest) and written by Claude Code 2.1.3 .. 2.1.332. Mapping: seed 002
+SDKControlRequest) and written by Claude Code 2.0.77 .. 2.1.332. Mapping: seed 002
 §4, seed 000 (Claude rows). `adapters.amp` reuses this module for Amp's
 Claude-like `--stream-json`.
+
+Releases (every recording of each is replayed against its oracle by
+tests/adapters/test_drift.py, which also checks this table; README.md "Verified runtime
+releases")
+
+| runtime (recordings) | releases verified | written against |
+| --- | --- | --- |
+| `claude-code-stream-json` | 2.0.77, 2.1.332 | claude-agent-sdk 0.3.332 `sdk.d.ts` |
+| `claude-code-stream-json-partial` | 2.0.77, 2.1.332 | the same |
+| `claude-code-sdk-stdio` | 2.0.77, 2.1.332 | the same (SDKControlRequest) |
+
+(print mode; print mode with `--include-partial-messages`; SDK stdio mode, both directions)
+
+The stream states its release in `system/init` (`claude_code_version`): session.configured
+`runtimeVersion`. Amp's init does not.
 
 Invariants
 * Claude gives text no item id: a content block's item id derives from its
@@ -359,7 +374,9 @@ def _on_init(state: State, msg: Message, out: Emitter) -> State:
     state = _replace(state, cwd=_str(obj.get("cwd")) or state.cwd,
                      model=_str(obj.get("model")) or state.model)
     config = {k: v for k, v in obj.items() if k not in _INIT_SKIP}
-    _emit(state, out, SessionConfigured, SessionConfiguredPayload(config=config))
+    version = _str(obj.get("claude_code_version"))  # Amp's init has none
+    _emit(state, out, SessionConfigured,
+          SessionConfiguredPayload(config=config, runtimeVersion=version or UNSET))
     # init opens each turn ("Session metadata the CLI emits at the start of each turn")
     return open_turn(state, out)
 

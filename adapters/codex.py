@@ -7,6 +7,20 @@ the older releases of the v2 API (0.130.0 recorded; 0.100-era, February 2026, re
 codex-rs), whose notifications are a subset with the same shapes.
 Mapping: seed 002 §3 (§3.1 notifications, §3.2 server requests).
 
+Releases (every recording of each is replayed against its oracle by
+tests/adapters/test_drift.py, which also checks this table; README.md "Verified runtime
+releases")
+
+| runtime (recordings) | releases verified | written against |
+| --- | --- | --- |
+| `codex-app-server` | 0.130.0, 0.171.0 | app-server JSON Schema of codex-cli 0.171.0 |
+
+The server states its release in the initialize response's `userAgent`
+(`<client name>/<release> (<os>; <arch>) ...`): kept in the state (State.runtimeVersion)
+and carried by the session.configured of every thread opened (thread/start, resume,
+fork) as `runtimeVersion`. The originator in the user agent is the client's name, so the
+agent goes unnamed.
+
 A line is one of six shapes, told apart by origin and by `id`/`method`:
 agent notification (`method`), agent request (`id` + `method`: approvals and
 input), agent response (`id` + `result|error`, answering a client request), client
@@ -211,6 +225,17 @@ def _unset(v: Any) -> Any:
     return UNSET if v is None else v
 
 
+def _release(user_agent: str | None) -> str | None:
+    """The app-server's release in its initialize `userAgent`,
+    `<originator>/<release> (<os> <os version>; <arch>) <terminal> (<client>; <version>)`
+    (codex-rs default_client; the originator is the client's name, so the agent goes
+    unnamed). None when the first word carries no release number."""
+    if user_agent is None:
+        return None
+    _, slash, release = user_agent.split(" ", 1)[0].rpartition("/")
+    return release if slash and release[:1].isdigit() else None
+
+
 class _At:
     """Where an event belongs: envelope ids (canonical) and providerRefs (Codex's)."""
 
@@ -330,9 +355,14 @@ def _on_server_response(state: State, obj: dict[str, Any], out: Emitter) -> Stat
     state = _replace(state, pending=pending)
     out.native_type = f"{method or 'unknown'} response"
     result = obj.get("result")
-    if method == "initialize" and isinstance(result, dict) and not state.started:
-        out.emit(SessionStarted, SessionStartedPayload(message=_unset(_str(result, "userAgent"))))
-        return _replace(state, started=True)
+    if method == "initialize" and isinstance(result, dict):
+        # kept for the session.configured of the threads this server opens
+        state = _replace(state, runtimeVersion=_release(_str(result, "userAgent"))
+                         or state.runtimeVersion)
+        if not state.started:
+            out.emit(SessionStarted,
+                     SessionStartedPayload(message=_unset(_str(result, "userAgent"))))
+            return _replace(state, started=True)
     state = _ensure_session(state, out)
     if "error" in obj:
         error = obj["error"]
@@ -357,7 +387,9 @@ def _on_thread_opened(state: State, result: dict[str, Any], out: Emitter) -> Sta
     tid = _str(thread, "id") if isinstance(thread, dict) else None
     config = {k: v for k, v in result.items() if k != "thread"}
     at = _At(out, thread=tid)
-    out.emit(SessionConfigured, SessionConfiguredPayload(config=config), **at.kw)
+    out.emit(SessionConfigured,
+             SessionConfiguredPayload(config=config, runtimeVersion=_unset(state.runtimeVersion)),
+             **at.kw)
     model = _str(result, "model") or state.model
     state = _replace(state, model=model)
     if tid is not None:

@@ -5,6 +5,17 @@ as declared by `@openai/codex-sdk` 0.163.0 (`events.ts`, `items.ts`) and emitted
 codex-cli 0.46.0 through 0.171.0: thread.started, turn.started, turn.completed,
 turn.failed, item.started, item.updated, item.completed, error. Mapping: seed 002 §6.
 
+Releases (every recording of each is replayed against its oracle by
+tests/adapters/test_drift.py, which also checks this table; README.md "Verified runtime
+releases")
+
+| runtime (recordings) | releases verified | written against |
+| --- | --- | --- |
+| `codex-exec` | 0.130.0, 0.171.0 | `@openai/codex-sdk` 0.163.0 `events.ts`, `items.ts` |
+
+The stream never states its release (thread.started carries only the thread id), so
+nothing records it.
+
 Invariants
 * Every item the stream mentions is started once and completed once, in that
   order: items that only arrive as `item.completed` (agent_message, reasoning, and

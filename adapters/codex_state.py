@@ -52,3 +52,6 @@ class State(Stored, frozen=True, kw_only=True):
     # `codex/event/<type>` kinds already reported once as runtime.warning (the legacy
     # mirror, adapters.codex): the last few, so the state stays bounded
     legacyWarned: tuple[str, ...] = ()
+    # the server's release, from its initialize userAgent (session.configured says it);
+    # last, as a field added to a stored array must be (older states decode unchanged)
+    runtimeVersion: str | None = None

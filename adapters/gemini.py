@@ -1,10 +1,21 @@
 """gemini: Gemini CLI `--output-format stream-json` lines -> canonical events.
 
 Reads the JSONL `JsonStreamEvent` stream declared in google-gemini/gemini-cli
-`packages/core/src/output/types.ts` and emitted by `@google/gemini-cli` 0.61.0
+`packages/core/src/output/types.ts` and emitted by `@google/gemini-cli` 0.30.0 to 0.61.0
 (`nonInteractiveCli`): init, message, tool_use, tool_result, error, result. One
 process answers one prompt: `init` opens the session and the turn, `result` ends
 the turn. Gemini CLI in ACP mode (`--acp`) is read by the `acp` adapter instead.
+
+Releases (every recording of each is replayed against its oracle by
+tests/adapters/test_drift.py, which also checks this table; README.md "Verified runtime
+releases")
+
+| runtime (recordings) | releases verified | written against |
+| --- | --- | --- |
+| `gemini-stream-json` | 0.30.0, 0.61.0 | `output/types.ts` of gemini-cli 0.56.0-nightly |
+
+The stream never states its release (`init` has session_id and model only), so nothing
+records it.
 
 Invariants
 * The stream has no session or turn events of its own: `init` gives a synthetic

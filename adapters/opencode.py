@@ -15,6 +15,19 @@ The `/global/event` wrapper `{directory, project?, workspace?, payload: {type, p
 is unwrapped; its `sync` payloads (durable copies of bus events) are ignored. `data` is read
 where `properties` is absent (the durable `/api/event` shape).
 
+Releases (every recording of each is replayed against its oracle by
+tests/adapters/test_drift.py, which also checks this table; README.md "Verified runtime
+releases")
+
+| runtime (recordings) | releases verified | written against |
+| --- | --- | --- |
+| `opencode-serve` | 1.1.65 (1.1 bus), 1.18.33 (v2) | `@opencode-ai/sdk` 1.19.3 v1 and v2 `Event` |
+
+A session's record states the release that created it (`info.version` of
+session.created / session.updated): thread.metadata.updated `runtimeVersion`, beside the
+rest of the record in `metadata`. There is no session.configured: the bus announces no
+configuration.
+
 Mapping (OpenCode column of seed 000; seed 002 vocabulary)
 * One bus carries many OpenCode sessions: each native `sessionID` is a canonical thread
   (`threadId` derived from it, `providerRefs.providerSessionId`), with its own turns. The
@@ -400,9 +413,12 @@ def _title(state: State, out: Emitter, sid: str, info: dict[str, Any], force: bo
     sess = state.sessions[sid]
     if not force and key == sess.title:
         return state
+    version = info.get("version")  # the release that created the session (kept in its record)
     out.emit(ThreadMetadataUpdated,
              ThreadMetadataUpdatedPayload(name=title if title is not None else UNSET,
-                                          metadata=_session_metadata(info)),
+                                          metadata=_session_metadata(info),
+                                          runtimeVersion=version if isinstance(version, str)
+                                          and version else UNSET),
              thread=_thread(out, sid), turn=_turn(state, out, sid), refs=_srefs(sid))
     return _set_sess(state, sid, _replace(sess, title=key))
 

@@ -116,6 +116,13 @@ class SessionStartedPayload(_Payload, frozen=True, kw_only=True):
 
 class SessionConfiguredPayload(_Payload, frozen=True, kw_only=True):
     config: dict[str, Any]
+    #: The runtime's release as its stream states it (Claude Code's
+    #: `claude_code_version`, the Codex app-server's user agent, an ACP agent's
+    #: `agentInfo.version`); absent where the stream does not say.
+    runtimeVersion: str | UnsetType = UNSET
+    #: The runtime's own name for itself, where the protocol names the agent (ACP's
+    #: `agentInfo.name`, e.g. "@zed-industries/claude-code-acp").
+    runtimeName: str | UnsetType = UNSET
 
 
 class SessionStateChangedPayload(_Payload, frozen=True, kw_only=True):
@@ -142,6 +149,9 @@ class ThreadStateChangedPayload(_Payload, frozen=True, kw_only=True):
 class ThreadMetadataUpdatedPayload(_Payload, frozen=True, kw_only=True):
     name: str | UnsetType = UNSET
     metadata: dict[str, Any] | UnsetType = UNSET
+    #: The runtime's release, where a thread's own record states it rather than a
+    #: session.configured (OpenCode's session `info.version`).
+    runtimeVersion: str | UnsetType = UNSET
 
 
 class ThreadTokenUsageUpdatedPayload(_Payload, frozen=True, kw_only=True):
