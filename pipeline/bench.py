@@ -40,7 +40,6 @@ from pipeline.kafka_io import RawRecord
 from pipeline.replay import parse_line
 from pipeline.settings import Settings
 from pipeline.worker import WorkerProcess, embedded_settings, ensure_topics
-from topics.canonical import encode_event
 from topics.catalog import CANONICAL_TOPIC, CHAT_TOPIC, raw_topic
 
 HERE = Path(__file__).resolve().parent
@@ -108,7 +107,11 @@ def records_of(session: Session, batch: int) -> list[RawRecord]:
 
 
 def expected_events(sessions: list[Session]) -> dict[str, list[bytes]]:
-    """Offline replay of every session: its canonical events, createdAt removed."""
+    """Offline replay of every session: its canonical events as the worker publishes them
+    (redacted, CANONFLOW_REDACT), createdAt removed."""
+    from pipeline.redact import Redactor
+
+    publish = Redactor.from_env().publisher()
     out: dict[str, list[bytes]] = {}
     for s in sessions:
         t = get(s.provider)
@@ -117,7 +120,7 @@ def expected_events(sessions: list[Session]) -> dict[str, list[bytes]]:
         for n, line in enumerate(s.lines):
             session, evs, _ = translate_record(t, session, s.session_id, [line], offset=n,
                                                spool=spool)
-            events += [_timeless(encode_event(e)) for e in evs]
+            events += [_timeless(publish(e)[0]) for e in evs]
         out[s.session_id] = events
     return out
 

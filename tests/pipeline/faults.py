@@ -25,10 +25,11 @@ from pipeline.bench import Session as BenchSession
 from pipeline.bench import build_workload, records_of
 from pipeline.broker import EmbeddedBroker
 from pipeline.kafka_io import RawRecord
+from pipeline.redact import Redactor
 from pipeline.replay import ChatView
 from pipeline.settings import Settings
 from pipeline.worker import WorkerProcess, embedded_settings, ensure_topics
-from topics.canonical import decode_event, encode_event
+from topics.canonical import decode_event
 from topics.catalog import CANONICAL_TOPIC, CHAT_TOPIC, DEADLETTER_TOPIC, raw_topic
 from topics.chat import encode_chat
 
@@ -143,7 +144,11 @@ def replay_record(provider: str, session: Any, session_id: str, record: RawRecor
     lines = [Line(d, record.origin, record.t) for d in split_lines(record.value)]  # type: ignore[arg-type]
     session, events, failures = translate_record(get(provider), session, session_id, lines,
                                                  offset=offset, spool=spool)
-    return session, [encode_event(e) for e in events], len(failures)
+    return session, [_PUBLISH(e)[0] for e in events], len(failures)
+
+
+# what the worker publishes: the events redacted (CANONFLOW_REDACT, as in the workers' env)
+_PUBLISH = Redactor.from_env().publisher()
 
 
 def expected_canonical(work: list[Work]) -> dict[str, list[dict[str, Any]]]:
@@ -408,6 +413,10 @@ async def stored_state(settings: Settings) -> dict[tuple[str, str], dict[str, An
                             out.pop(("chat", r.key.decode()), None)
                         else:
                             out[("chat", r.key.decode())] = msgspec.structs.asdict(entry.chat)
+                    elif table.startswith("items."):
+                        # a spooled chunk (UTF-8 text), keyed session \0 stream \0 n
+                        out[(table, r.key.decode("utf-8", "surrogatepass"))] = {
+                            "chunk": r.value.decode("utf-8", "surrogatepass")}
                     else:
                         out[(table, r.key.decode())] = msgspec.msgpack.decode(r.value)
     finally:
