@@ -57,8 +57,10 @@ from topics.canonical import (
     RawSource,
     RuntimeWarningEvent,
     RuntimeWarningPayload,
+    SessionConfigured,
     SessionExited,
     SessionExitedPayload,
+    ThreadMetadataUpdated,
     ThreadStarted,
     TurnCompleted,
     TurnCompletedPayload,
@@ -195,7 +197,7 @@ class Emitter:
         "provider", "session_id", "seq", "epoch_ms", "clock_ms", "_created", "_id_prefix",
         "include_raw", "raw_source", "events", "_message", "native_type",
         "streams", "_own_streams", "spool", "cap", "_writes", "_fresh", "_fresh_len", "_undo",
-        "_warned", "_folded",
+        "_warned", "_folded", "version",
     )
 
     def __init__(self, provider: str, session_id: str, seq: int, clock_ms: int,
@@ -225,6 +227,7 @@ class Emitter:
         self._fresh: dict[str, list[str]] = {}
         self._fresh_len: dict[str, int] = {}  # characters in each of those chunks
         self._undo: list[tuple[str, int, Any]] = []
+        self.version: str | None = None  # the runtime's release (Session.version)
         self._warned = 0  # unknown-type warnings emitted for this record
         self._folded: dict[str, int] = {}  # and those folded into one, by native type
 
@@ -303,11 +306,14 @@ class Emitter:
             self._folded[native_type] = self._folded.get(native_type, 0) + 1
             return
         self._warned += 1
+        detail: dict[str, Any] = {"nativeType": native_type}
+        if self.version is not None:  # which release introduced what (metrics, dashboard)
+            detail["runtimeVersion"] = self.version
         self.emit(
             RuntimeWarningEvent,
             RuntimeWarningPayload(
                 message=f"unknown {self.provider} message type {native_type!r}",
-                detail={"nativeType": native_type},
+                detail=detail,
             ),
             thread=thread,
             turn=turn,
@@ -673,12 +679,12 @@ _SHAPE_ERRORS: Final = (KeyError, TypeError, AttributeError, ValueError, IndexEr
 _MAX_TIME_MS: Final = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
 
 
-def _id_digest(message_id: str, data: bytes) -> int:
-    """64 bits of a native message's id and bytes: what Session.seen keeps. Both must
-    match for a message to be the same one again (a retried produce repeats the bytes;
-    an id a runtime used twice for two messages drops neither). CRC-32 of the id and
-    CRC-32 of the bytes: callgrind counted blake2b at 10% of the adapter core."""
-    return (zlib.crc32(message_id.encode("utf-8", "surrogatepass")) << 32) | zlib.crc32(data)
+def _id_digest(data: bytes) -> int:
+    """64 bits of the bytes of a native message that has an id: what Session.seen keeps.
+    The bytes hold the id, so equal digests mean the same id and the same bytes (a
+    retried produce repeats both; an id a runtime used for two messages drops neither).
+    CRC-32 and Adler-32 in zlib's C: callgrind counted blake2b at 10% of the core."""
+    return (zlib.crc32(data) << 32) | zlib.adler32(data)
 
 
 def decode_message(data: bytes) -> dict[str, Any]:
@@ -737,12 +743,14 @@ def translate_record(
     state = session.state
     out = Emitter(translator.provider, session_id, session.seq, session.clockMs, include_raw,
                   translator.raw_source, epoch, session.streams, spool, cap)
+    out.version = session.version
     translate = translator.translate
     events = out.events
     failures: list[LineFailure] = []
     folded: list[int] = []  # lines that failed past MAX_FAILURES_PER_RECORD
     message_id = MESSAGE_IDS.get(translator.provider)
-    seen = list(session.seen)  # the last DEDUPE_KEPT digests once the record is done
+    # the last DEDUPE_KEPT digests once the record is done
+    seen = list(session.seen) if message_id is not None else []
     marks = session.marks
     if moved:
         marks = {**marks, session.partition: session.watermark}
@@ -767,9 +775,8 @@ def translate_record(
             obj = decode_message(data)
             digest = -1
             if message_id is not None:
-                mid = message_id(obj, line.origin)
-                if mid is not None:
-                    digest = _id_digest(mid, data)
+                if message_id(obj, line.origin) is not None:
+                    digest = _id_digest(data)
                     if digest in seen:
                         continue  # the same message again (a retried produce): once is all
             message = out._message = Message(obj, data, line.origin, time_ms)
@@ -819,7 +826,7 @@ def translate_record(
     return (
         Session(seq=out.seq, watermark=offset, partition=partition, clockMs=out.clock_ms,
                 epochMs=epoch, thread=thread, turn=turn, open=open_items, state=state,
-                streams=out.streams, marks=marks,
+                streams=out.streams, marks=marks, version=_version_of(events, session.version),
                 seen=tuple(seen[-DEDUPE_KEPT:]) if message_id is not None else ()),
         events,
         failures,
@@ -871,6 +878,17 @@ def _follow(session: Session[Any], events: list[_Event], out: Emitter
         for item in completed:
             out.drop_item(item)
     return thread, turn, open_items
+
+
+def _version_of(events: list[_Event], version: str | None) -> str | None:
+    """The runtime's release after `events`: the last one a session.configured (or a
+    thread's metadata) stated, else `version`."""
+    for ev in events:
+        if type(ev) is SessionConfigured or type(ev) is ThreadMetadataUpdated:
+            stated = ev.payload.runtimeVersion  # type: ignore[attr-defined]
+            if isinstance(stated, str):
+                version = stated
+    return version
 
 
 def close_session(translator: Translator[Any], session: Session[Any], session_id: str, *,

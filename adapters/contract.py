@@ -94,6 +94,7 @@ class Session(Stored, Generic[S], frozen=True, kw_only=True):
     streams: dict[str, Stream] = {}  # open streams by "<itemId>/<stream>" (Emitter.append)
     marks: dict[int, int] = {}  # watermarks of the partitions the session's records left
     seen: tuple[int, ...] = ()  # digests of the last native message ids (adapters.ids)
+    version: str | None = None  # the runtime's release, once its stream said it
 
 
 class Message(Struct, gc=False):
