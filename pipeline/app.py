@@ -487,8 +487,10 @@ def _add_batched_agent(app: faust.App, settings: Settings, name: str, source: fa
             partition = msg.partition
             spool.at(partition, event)
             try:
-                if key is not None and key not in states:
-                    acting_for(event)  # the RocksDB store reads this record's partition
+                if key is not None:
+                    # the RocksDB store reads this record's partition: the session's
+                    # entry, and its items' spooled chunks (read by any record of it)
+                    acting_for(event)
                 stored = (states[key][1] if key in states else table.get(key)
                           ) if key is not None else None
                 out = step.process(stored, key, value, partition=partition,
@@ -544,35 +546,51 @@ def _add_idle_expiry(app: faust.App, settings: Settings, name: str, tables: _Tab
 
     Idleness is measured on this worker's clock since the session's last record here;
     a session this worker only recovered from the changelog counts from the first
-    scan that sees it."""
+    scan that sees it.
+
+    The scan closes `chunk` sessions at a time, and lets the loop run between chunks.
+    The agent's lock is held only while a chunk's closing events are made and its
+    sessions leave the local tables (no await): a record of one of them that comes
+    after starts a new life. Their delivery and their tombstones, sent again until the
+    cluster takes them, hold nothing the agent needs, and stop when the worker stops:
+    then no tombstone was delivered, and the worker that recovers the sessions closes
+    them again (the same eventIds). (Issue 25: 100,000 sessions closed in one go, their
+    delivery retried under the agent's lock, stopped the worker for 12 minutes.)"""
+    from pipeline.fleet import until_stopped
 
     table = tables.sessions
+    chunk = 500  # sessions: 1,500 to 3,000 records to deliver, made in about 10 ms
+    exact = sink.settings.producer_max_batch_size == 1
 
     async def scan() -> None:
+        if app.should_stop:
+            return
         now = time.monotonic()
         cutoff = now - settings.idle_timeout
-        async with sessions.lock:
-            live = set(table.data.keys())
-            for key in [k for k in sessions.last_seen if k not in live]:
-                del sessions.last_seen[key]  # moved away in a rebalance
-            metrics.forget_sessions(step.provider, live)
-            idle = []
-            for key in live:
-                seen = sessions.last_seen.setdefault(key, now)
-                if seen <= cutoff:
-                    idle.append(key)
-            if not idle:
+        live = set(table.data.keys())
+        for key in [k for k in sessions.last_seen if k not in live]:
+            del sessions.last_seen[key]  # moved away in a rebalance
+        metrics.forget_sessions(step.provider, live)
+        idle = [key for key in live if sessions.last_seen.setdefault(key, now) <= cutoff]
+        for start in range(0, len(idle), chunk):
+            if app.should_stop or not await close(idle[start:start + chunk], cutoff):
                 return
-            now_ms = int(time.time() * 1000)
-            closed: list[tuple[bytes, int]] = []
-            items: list[Item] = []
-            counted: list[Counted] = []
-            stand_ins: dict[int, Any] = {}
-            drops: list[Entry] = []
-            for key in idle:
+            await asyncio.sleep(0)  # the agents, the web server, the other timers
+
+    async def close(keys: list[bytes], cutoff: float) -> bool:
+        """Close the sessions of `keys` still idle; False when the worker stopped first."""
+        now_ms = int(time.time() * 1000)
+        closed: list[tuple[bytes, int]] = []
+        items: list[Item] = []
+        counted: list[Counted] = []
+        stand_ins: dict[int, Any] = {}
+        drops: list[Entry] = []
+        async with sessions.lock:
+            for key in keys:
+                seen = sessions.last_seen.get(key)
                 stored = table.data.get(key)
-                if stored is None:
-                    continue
+                if seen is None or seen > cutoff or stored is None:
+                    continue  # a record came since the scan began, or the session ended
                 spool = tables.spool()  # its chunks live on the session's partition
                 try:
                     partition, out = step.expire(stored, key, now_ms=now_ms, spool=spool)
@@ -586,16 +604,29 @@ def _add_idle_expiry(app: faust.App, settings: Settings, name: str, tables: _Tab
                     counted.extend(Counted(key, v, partition, None, now_ms, at)
                                    for v in out.records)
                 closed.append((key, partition))
-            if items:
-                await sink.publish(items, f"{name}.idle")
-            await _store(sink, table, [(key, partition, None, None) for key, partition in closed],
-                         f"{name}.idle")
-            await _store(sink, tables.items, drops, f"{name}.idle")
             for key, _ in closed:
                 sessions.last_seen.pop(key, None)
-            if counted and fleet is not None:
-                await fleet.count(counted)
-            metrics.closed_idle(step.provider, (key for key, _ in closed), items)
-            log.info("%s: closed %d idle session(s)", name, len(closed))
+            tombstones = _write_local(table, [(key, p, None, None) for key, p in closed])
+            chunk_tombstones = _write_local(tables.items, drops)
+        if not closed:
+            return True
+
+        async def deliver() -> None:
+            if items:
+                await sink.publish(items, f"{name}.idle")
+            # a session that came back meanwhile has a new life, whose state stands
+            for t, records in ((table, tombstones), (tables.items, chunk_tombstones)):
+                records = [r for r in records if r[2] not in t.data]
+                if records:
+                    _persisted([t], await sink.publish(records, f"{name}.idle",
+                                                       exact_ends=exact))
+
+        if not await until_stopped(app, deliver()):
+            return False
+        if counted and fleet is not None:
+            await fleet.count(counted)
+        metrics.closed_idle(step.provider, (key for key, _ in closed), items)
+        log.info("%s: closed %d idle session(s)", name, len(closed))
+        return True
 
     app.timer(settings.idle_scan_interval, name=f"{name}.idle")(scan)

@@ -7,9 +7,15 @@ renders those dicts; nothing here takes a lock or allocates per message. The tex
 format (version 0.0.4) is small enough to write by hand, and the tests parse it.
 
 Label values that come from the input (native types, tool names, models) are capped
-per metric (`MAX_SERIES`); past the cap new values are counted under "other", so a
-runtime that invents a new native type per message cannot grow the worker's memory
-or Prometheus' series count without bound.
+per metric (`MAX_SERIES` label sets, gauges computed at scrape time included); past
+the cap new values are counted under "other" (every label "other"; a gauge's values
+summed, or their maximum), and `canonflow_metric_series_folded_total` counts each
+fold, so a runtime that invents a new native type or model per message cannot grow
+the worker's memory, the scrape or Prometheus' series count without bound.
+
+A label set's text is rendered once and kept (per metric, bounded), so a scrape
+costs little more than joining strings: measured here, 100,000 series in 0.07 to
+0.12 s, the first scrape 0.3 to 0.6 s (`tests/pipeline/test_metrics.py` measures it).
 
 Importing this module starts nothing and imports neither faust nor aiokafka.
 """
@@ -45,19 +51,24 @@ DECISION_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 900.0, 3600.0)
 
 
 def _escape(value: str) -> str:
+    if "\\" not in value and "\n" not in value and '"' not in value:
+        return value
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
 def _num(value: float) -> str:
-    if value == math.inf:
+    if value.__class__ is int and -10**15 < value < 10**15:
+        return str(value)
+    f = float(value)
+    if f.is_integer() and -1e15 < f < 1e15:
+        return str(int(f))
+    if f == math.inf:
         return "+Inf"
-    if value == -math.inf:
+    if f == -math.inf:
         return "-Inf"
-    if value != value:
+    if f != f:
         return "NaN"
-    if float(value).is_integer() and abs(value) < 1e15:
-        return str(int(value))
-    return repr(float(value))
+    return repr(f)
 
 
 def clean_label(value: Any) -> str:
@@ -67,7 +78,8 @@ def clean_label(value: Any) -> str:
 
 
 class Metric:
-    """Base of the three metric kinds: a name, help text and label names."""
+    """Base of the three metric kinds: a name, help text and label names. `folds`
+    counts the label sets counted under "other" (see the module doc)."""
 
     kind = "untyped"
 
@@ -75,6 +87,20 @@ class Metric:
         self.name = name
         self.help = help
         self.labelnames = tuple(labelnames)
+        self.folds = 0
+        self._texts: dict[Labels, Any] = {}  # label set -> its rendered text (see _text)
+
+    def _text(self, labels: Labels) -> Any:
+        """The rendered text of a label set, kept: a scrape renders each one once."""
+        text = self._texts.get(labels)
+        if text is None:
+            if len(self._texts) >= 2 * MAX_SERIES:  # label sets a computed gauge dropped
+                self._texts.clear()
+            text = self._texts[labels] = self._render_labels(labels)
+        return text
+
+    def _render_labels(self, labels: Labels) -> Any:
+        return f"{self.name}{self._labels(labels)} "
 
     def _labels(self, labels: Labels, extra: str = "") -> str:
         parts = [f'{n}="{_escape(v)}"' for n, v in zip(self.labelnames, labels, strict=True)]
@@ -82,13 +108,18 @@ class Metric:
             parts.append(extra)
         return "{" + ",".join(parts) + "}" if parts else ""
 
+    def _other(self) -> Labels:
+        self.folds += 1
+        return (OTHER,) * len(self.labelnames)
+
     def samples(self) -> Iterable[str]:  # pragma: no cover - overridden
         return ()
 
     def render(self) -> str:
         head = f"# HELP {self.name} {self.help.replace(chr(92), chr(92) * 2)}\n" \
                f"# TYPE {self.name} {self.kind}\n"
-        return head + "".join(f"{s}\n" for s in self.samples())
+        lines = list(self.samples())
+        return head + "\n".join(lines) + "\n" if lines else head
 
 
 class Counter(Metric):
@@ -103,7 +134,7 @@ class Counter(Metric):
     def inc(self, labels: Labels = (), n: float = 1) -> None:
         values = self.values
         if labels not in values and len(values) >= MAX_SERIES:
-            labels = (OTHER,) * len(self.labelnames)
+            labels = self._other()
         values[labels] = values.get(labels, 0) + n
 
     def get(self, labels: Labels = ()) -> float:
@@ -111,34 +142,54 @@ class Counter(Metric):
 
     def samples(self) -> Iterable[str]:
         if not self.labelnames and not self.values:
-            yield f"{self.name} 0"  # a counter without labels exists from the start
-        for labels, value in sorted(self.values.items()):
-            yield f"{self.name}{self._labels(labels)} {_num(value)}"
+            return [f"{self.name} 0"]  # a counter without labels exists from the start
+        text = self._text
+        return [text(labels) + _num(value) for labels, value in sorted(self.values.items())]
 
 
 class Gauge(Metric):
     """A value per label set, set directly or computed at scrape time by `collect`
-    (a callable returning {labels: value}, which replaces the stored values)."""
+    (a callable returning {labels: value}, which replaces the stored values). Past
+    MAX_SERIES label sets (in label order), the others are folded into the "other"
+    label set by `fold` (sum: their total; max: the largest)."""
 
     kind = "gauge"
 
     def __init__(self, name: str, help: str, labelnames: Sequence[str] = (),
-                 collect: Callable[[], dict[Labels, float]] | None = None):
+                 collect: Callable[[], dict[Labels, float]] | None = None,
+                 fold: Callable[[Iterable[float]], float] = sum):
         super().__init__(name, help, labelnames)
         self.values: dict[Labels, float] = {}
         self.collect = collect
+        self.fold = fold
 
     def set(self, labels: Labels, value: float) -> None:
-        self.values[labels] = value
+        values = self.values
+        if labels not in values and len(values) >= MAX_SERIES:
+            labels = self._other()
+        values[labels] = value
 
     def get(self, labels: Labels = ()) -> float | None:
         return self.values.get(labels)
 
     def samples(self) -> Iterable[str]:
         if self.collect is not None:
-            self.values = dict(self.collect())
-        for labels, value in sorted(self.values.items()):
-            yield f"{self.name}{self._labels(labels)} {_num(value)}"
+            self.values = self._capped(self.collect())
+        text = self._text
+        return [text(labels) + _num(value) for labels, value in sorted(self.values.items())]
+
+    def _capped(self, values: dict[Labels, float]) -> dict[Labels, float]:
+        if len(values) <= MAX_SERIES:
+            return dict(values)
+        ordered = sorted(values.items())
+        kept = dict(ordered[:MAX_SERIES])
+        other = (OTHER,) * len(self.labelnames)
+        rest = [v for _, v in ordered[MAX_SERIES:]]
+        self.folds += len(rest)
+        if other in kept:
+            rest.append(kept.pop(other))
+        kept[other] = self.fold(rest)
+        return kept
 
 
 class Histogram(Metric):
@@ -157,7 +208,7 @@ class Histogram(Metric):
         row = self.values.get(labels)
         if row is None:
             if len(self.values) >= MAX_SERIES:
-                labels = (OTHER,) * len(self.labelnames)
+                labels = self._other()
                 row = self.values.get(labels)
             if row is None:
                 row = self.values[labels] = [0.0] * (len(self.buckets) + 2)
@@ -168,14 +219,26 @@ class Histogram(Metric):
         row = self.values.get(labels)
         return sum(row[:-1]) if row else 0
 
+    def _render_labels(self, labels: Labels) -> Any:
+        """(the text of each bucket's line, of the sum's, of the count's), values left out."""
+        bounds = (*self.buckets, math.inf)
+        return (tuple(f"{self.name}_bucket{self._labels(labels, f'le={chr(34)}{_num(b)}{chr(34)}')} "
+                      for b in bounds),
+                f"{self.name}_sum{self._labels(labels)} ",
+                f"{self.name}_count{self._labels(labels)} ")
+
     def samples(self) -> Iterable[str]:
+        out: list[str] = []
+        add = out.append
         for labels, row in sorted(self.values.items()):
+            buckets, total, count = self._text(labels)
             cumulative = 0.0
-            for bound, n in zip((*self.buckets, math.inf), row[:-1], strict=True):
+            for text, n in zip(buckets, row, strict=False):  # row: the buckets, then the sum
                 cumulative += n
-                yield f"{self.name}_bucket{self._labels(labels, f'le={chr(34)}{_num(bound)}{chr(34)}')} {_num(cumulative)}"
-            yield f"{self.name}_sum{self._labels(labels)} {_num(row[-1])}"
-            yield f"{self.name}_count{self._labels(labels)} {_num(cumulative)}"
+                add(text + _num(cumulative))
+            add(total + _num(row[-1]))
+            add(count + _num(cumulative))
+        return out
 
 
 class Registry:
@@ -183,6 +246,7 @@ class Registry:
 
     def __init__(self) -> None:
         self.metrics: dict[str, Metric] = {}
+        self.scrapes = 0  # renders begun: collectors that share one computation key on it
 
     def add(self, metric: Any) -> Any:
         if metric.name in self.metrics:
@@ -192,14 +256,39 @@ class Registry:
 
     def render(self) -> bytes:
         """The exposition text of every metric. A collector that fails leaves its
-        metric without samples (and says so in a comment) rather than failing the scrape."""
+        metric without samples (and says so in a comment) rather than failing the scrape.
+        The metrics that report on the others (`render_last`) come last, so that they
+        include what this scrape's collectors folded."""
+        self.scrapes += 1
         out: list[str] = []
-        for metric in self.metrics.values():
+        metrics = list(self.metrics.values())
+        for metric in ([m for m in metrics if not getattr(m, "render_last", False)]
+                       + [m for m in metrics if getattr(m, "render_last", False)]):
             try:
                 out.append(metric.render())
             except Exception as e:  # a broken collector must not hide the other metrics
                 out.append(f"# {metric.name}: collector failed: {type(e).__name__}\n")
         return "".join(out).encode()
+
+
+class FoldCounter(Metric):
+    """`canonflow_metric_series_folded_total`: the folds of every metric of a registry
+    (Metric.folds), by metric."""
+
+    kind = "counter"
+    render_last = True
+
+    def __init__(self, registry: Registry):
+        super().__init__(
+            "canonflow_metric_series_folded_total",
+            f"Label sets a metric met past its cap of {MAX_SERIES} and counted under "
+            f"\"{OTHER}\" instead: each increment or observation of a counter or histogram, "
+            "each label set of a gauge at each scrape.", ["metric"])
+        self.registry = registry
+
+    def samples(self) -> Iterable[str]:
+        return [f'{self.name}{{metric="{m.name}"}} {m.folds}'
+                for m in self.registry.metrics.values() if m.folds]
 
 
 # ---------------------------------------------------------------------------
@@ -336,6 +425,7 @@ class WorkerMetrics:
             "1 when the last broker probe succeeded, 0 when it failed."))
         self.up_since = r.add(Gauge(
             "canonflow_start_timestamp_seconds", "Unix time the worker started."))
+        self.series_folded = r.add(FoldCounter(r))
         self.up_since.set((), time.time())
         #: session keys with an open turn, per provider (see `normalized`)
         self.turns_open: dict[str, set[bytes]] = {}

@@ -15,19 +15,24 @@ from typing import Any
 import msgspec
 import pytest
 
+from pipeline import fleet
 from pipeline.broker import EmbeddedBroker
 from pipeline.fleet import FleetSession, contributions, usage_tokens, window_starts
 from pipeline.kafka_io import RawRecord, follow, produce, records_from_file
+from pipeline.metrics import OTHER
 from tests.pipeline.test_metrics import (
     CAPTURED,
+    Exposition,
     closed_turns,
     health,
+    http_get,
     read_keys,
     scrape,
     started,
     wait_for,
     worker_settings,
 )
+from tests.pipeline.test_stuck_sends import gemini, produce_sessions
 from topics.catalog import CANONICAL_TOPIC, METRICS_TOPIC
 from topics.metrics import decode_fleet_metrics
 
@@ -408,3 +413,245 @@ def test_fleet_panes_of_many_partitions_in_one_batch_on_the_rocksdb_store(own_br
             view.windows("acp")
     finally:
         worker.stop()
+
+
+# ---- what the input must not do (issue 25) -------------------------------------------
+
+
+def _minute_start() -> int:
+    """A time in the current minute, early enough that the tests' sessions share it."""
+    now = int(time.time() * 1000)
+    return now - now % MINUTE + 1_000
+
+
+def _same_partition(prefix: str, n: int, partitions: int, like: bytes | None = None
+                    ) -> list[str]:
+    """`n` session ids on one partition (that of `like`, else the first id's)."""
+    target = _partition(like, partitions) if like else None
+    out: list[str] = []
+    for i in range(100_000):
+        key = f"{prefix}-{i}"
+        p = _partition(key.encode(), partitions)
+        target = p if target is None else target
+        if p == target:
+            out.append(key)
+            if len(out) == n:
+                return out
+    raise AssertionError("no such keys")
+
+
+def _current(exp: Any, name: str, **labels: str) -> dict[str, float]:
+    """The tumbling-1m series of a fleet gauge, by model."""
+    return {ls["model"]: v for ls, v in exp.series(name)
+            if ls["window"] == "tumbling-1m" and all(ls.get(k) == w for k, w in labels.items())}
+
+
+@pytestmark_broker
+def test_fleet_series_and_windows_keep_max_models_and_count_the_rest_as_other(own_broker,
+                                                                             tmp_path):
+    """Model names come from the input. The full-size repro: 20,000 of them gave 85,963
+    series, a 9.4 MB scrape that took over 150 s. Here 1,000 models, one session each:
+    the worker keeps MAX_MODELS of them in its windows and gauges and counts the rest
+    under "other", every turn counted once, each folded event counted."""
+    n = 1000
+    settings = worker_settings(own_broker.url, tmp_path, fleet_publish_interval=0.5)
+    worker = started(settings, tmp_path)
+    try:
+        wait_for(lambda: health(settings.web_port)[0] == 200, "a healthy worker", worker=worker)
+        base = _minute_start()
+        produce_sessions(settings, {f"model-{i}": gemini(f"m-{i:04d}", base) for i in range(n)})
+        exp = wait_for(lambda: sum(_current(e := scrape(settings.web_port), "canonflow_fleet_turns",
+                                            state="completed").values()) == n and e,
+                       "every turn counted", worker=worker)
+        t0 = time.perf_counter()
+        status, _, body = http_get(settings.web_port, "/metrics")
+        seconds = time.perf_counter() - t0
+        series = sum(1 for line in body.splitlines() if line and not line.startswith(b"#"))
+        print(f"{n} models: /metrics {len(body)} bytes, {series} series, in {seconds:.3f} s")
+        started_ = _current(exp, "canonflow_fleet_turns", state="started")
+        assert len(started_) == fleet.MAX_MODELS + 1 and OTHER in started_
+        assert sum(started_.values()) == n
+        assert started_[OTHER] == n - fleet.MAX_MODELS
+        assert sum(_current(exp, "canonflow_fleet_tokens", direction="in").values()) == n * 3600
+        # turn.started and turn.completed of each session past the first MAX_MODELS models
+        assert exp.value("canonflow_fleet_models_folded_total", provider="gemini") == \
+            2 * (n - fleet.MAX_MODELS)
+        assert exp.value("canonflow_metric_series_folded_total", metric="canonflow_fleet_turns") \
+            is None
+
+        view = MetricsView()
+        assert _watch(settings, view, lambda v: sum(
+            w["turnsCompleted"] for (kind, _, _), w in v.windows("gemini").items()
+            if kind == "tumbling-1m") == n), "agents.metrics did not count every turn"
+        models = {model for (_, _, model) in view.windows("gemini")}
+        assert len(models) == fleet.MAX_MODELS + 1 and OTHER in models
+    finally:
+        worker.stop()
+
+
+@pytestmark_broker
+def test_a_record_ten_years_ahead_moves_no_clock_and_later_events_still_count(own_broker,
+                                                                             tmp_path):
+    """The full-size repro: one record with a Kafka timestamp 10 years ahead moved its
+    partition's clock, and every later event of that partition was late (dropped) until
+    that date. Its events now count at the worker's clock, each one counted as clamped."""
+    settings = worker_settings(own_broker.url, tmp_path, fleet_publish_interval=0.5)
+    worker = started(settings, tmp_path)
+    try:
+        wait_for(lambda: health(settings.web_port)[0] == 200, "a healthy worker", worker=worker)
+        before, ahead, after = _same_partition("clock", 3, settings.partitions)
+        base = _minute_start()
+        ten_years = 10 * 365 * 24 * 3600 * 1000
+        produce_sessions(settings, {before: gemini("m-before", base)})
+        wait_for(lambda: _current(scrape(settings.web_port), "canonflow_fleet_turns",
+                                  state="completed").get("m-before"), "the first session counted",
+                 worker=worker)
+        produce_sessions(settings, {ahead: gemini("m-ahead", base + ten_years)})
+        read_keys(settings, CANONICAL_TOPIC, {ahead.encode()}, closed_turns(1), worker=worker)
+        produce_sessions(settings, {after: gemini("m-after", base + 2_000)})
+        exp = wait_for(lambda: (e := scrape(settings.web_port)) and _current(
+            e, "canonflow_fleet_turns", state="completed").get("m-after") and e,
+            "the session after the one ahead counted", timeout=60, worker=worker)
+        turns = _current(exp, "canonflow_fleet_turns", state="completed")
+        assert turns == {"m-before": 1, "m-ahead": 1, "m-after": 1}
+        assert exp.value("canonflow_fleet_late_events_total") == 0
+        # the six canonical events of the session ahead (session.started, thread.started,
+        # session.configured, turn.started, thread.token-usage.updated, turn.completed)
+        assert exp.value("canonflow_fleet_clamped_times_total", direction="future") == 6
+    finally:
+        worker.stop()
+
+
+@pytestmark_broker
+def test_absurd_tokens_and_costs_cost_their_own_counts_not_the_batchs(own_broker, tmp_path):
+    """The full-size repro: a token count of 2**64-1 passed into canonical events, the
+    stage's sums overflowed (OverflowError) and the counts of the whole batch were
+    dropped; costs of 1.5e308 added up to infinity, which agents.metrics carries as
+    null. Now such a value is left out (and counted), the rest of its event and of
+    the batch counted."""
+    settings = worker_settings(own_broker.url, tmp_path, fleet_publish_interval=0.5)
+    worker = started(settings, tmp_path)
+    try:
+        wait_for(lambda: health(settings.web_port)[0] == 200, "a healthy worker", worker=worker)
+        base = _minute_start()
+        huge, normal = _same_partition("tokens", 2, settings.partitions)
+        # one batch: the absurd session first, then a normal one of the same model
+        produce_sessions(settings, {huge: gemini("m-1", base, tokens=(2**64 - 1, 120)),
+                                    normal: gemini("m-1", base + 10, tokens=(3600, 120))})
+
+        def claude(key: str, cost: float) -> list[RawRecord]:
+            return [RawRecord(json.dumps({
+                "type": "result", "subtype": "success", "session_id": key, "is_error": False,
+                "total_cost_usd": cost, "usage": {"input_tokens": 12, "output_tokens": 84},
+                "result": "x", "uuid": "res"}).encode(), "agent", base + 20)]
+
+        produce_sessions(settings, {"cost-1": claude("cost-1", 1.5e308),
+                                    "cost-2": claude("cost-2", 1.5e308),
+                                    "cost-3": claude("cost-3", 0.5)}, provider="claude")
+        exp = wait_for(lambda: (e := scrape(settings.web_port)) and sum(_current(
+            e, "canonflow_fleet_turns", state="completed").values()) == 5 and e,
+            "every turn counted", worker=worker)
+        assert _current(exp, "canonflow_fleet_turns", state="completed", provider="gemini") == \
+            {"m-1": 2}
+        assert _current(exp, "canonflow_fleet_tokens", direction="in", provider="gemini") == \
+            {"m-1": 3600}
+        assert _current(exp, "canonflow_fleet_tokens", direction="out", provider="gemini") == \
+            {"m-1": 240}
+        assert _current(exp, "canonflow_fleet_cost_usd", provider="claude") == {"unknown": 0.5}
+        assert exp.value("canonflow_fleet_absurd_values_total", field="tokensIn") == 1
+        assert exp.value("canonflow_fleet_absurd_values_total", field="costUsd") == 2
+        assert exp.value("canonflow_fleet_uncounted_events_total") == 0
+        view = MetricsView()  # every record decodes (no null cost), with the same counts
+        assert _watch(settings, view, lambda v: (
+            w := v.windows("gemini").get(("tumbling-1m", base - base % MINUTE, "m-1"))) is not None
+            and (w["turnsCompleted"], w["tokensIn"]) == (2, 3600)), view.windows("gemini")
+        assert _watch(settings, view, lambda v: (
+            w := v.windows("claude").get(("tumbling-1m", base - base % MINUTE, "unknown")))
+            is not None and (w["turnsCompleted"], w["costUsd"]) == (3, 0.5)), \
+            view.windows("claude")
+    finally:
+        worker.stop()
+
+
+class _Table:
+    """A stand-in for a Faust table, for the stage's logic on its own: its data and the
+    changelog records it would send."""
+
+    def __init__(self) -> None:
+        self.data: dict[bytes, bytes] = {}
+        self.sent: list[tuple[int, bytes, bytes | None]] = []
+
+    def send_changelog(self, partition: int, key: bytes, value: bytes | None,
+                       **kwargs: Any) -> None:
+        self.sent.append((partition, key, value))
+
+
+def _stage(**settings: Any) -> Any:
+    from pipeline.metrics import WorkerMetrics
+    from pipeline.settings import Settings
+    from pipeline.tables import partition_stand_in
+
+    metrics = WorkerMetrics()
+    stage = fleet.FleetStage(Settings(**settings), metrics.registry, metrics)
+    stage.windows, stage.sessions = _Table(), _Table()
+    return stage, partition_stand_in
+
+
+def test_one_event_that_cannot_be_counted_costs_only_its_own_counts():
+    stage, stand_in = _stage()
+    at = stand_in(0)
+    now = int(time.time() * 1000)
+
+    def turn(key: bytes, source: Any) -> Any:
+        value = json.dumps({"type": "turn.started", "provider": "p", "payload": {"model": "m"}},
+                           separators=(",", ":")).encode()  # as msgspec writes it
+        return fleet.Counted(key, value, 0, 1, now, source)
+
+    # a record the table cannot be read for (no partition): that event fails, alone
+    assert stage.process([turn(b"a", at), turn(b"b", None), turn(b"c", at)]) == 0
+    assert stage.gauges.uncounted.get() == 1
+    (pane,) = [fleet._decode_stored(v) for k, v in stage.windows.data.items()]
+    assert pane.metrics.turnsStarted == 2
+
+
+def test_a_stored_clock_far_ahead_restarts_from_the_workers_clock():
+    """A clock stored by a version that did not clamp event times (the full-size repro:
+    10 years ahead) does not make every event late after an upgrade."""
+    stage, _ = _stage()
+    now = int(time.time() * 1000)
+    stage.windows.data[b"clock|3"] = fleet._encode(now + 10 * 365 * 24 * 3600 * 1000)
+    assert now <= stage.clock(3) <= int(time.time() * 1000)
+
+
+def test_absurd_values_and_saturated_sums():
+    assert fleet.absurd("tokensIn", 2**64 - 1) and fleet.absurd("tokensOut", -1)
+    assert fleet.absurd("costUsd", 1.5e308) and fleet.absurd("costUsd", float("nan"))
+    assert not fleet.absurd("tokensIn", 3600) and not fleet.absurd("costUsd", 0.25)
+    assert fleet._sum(fleet.MAX_COUNT, 5) == fleet.MAX_COUNT
+    assert contributions(_event("turn.completed", state="completed", totalCostUsd=10**400),
+                         FleetSession(), 0) == [("turnsCompleted", 1), ("costUsd", float("inf"))]
+
+
+def test_gauges_keep_max_models_of_panes_other_workers_wrote():
+    """Each worker keeps MAX_MODELS models, but after a rebalance its table holds panes
+    of the models another worker kept too: the gauges keep MAX_MODELS and "other"."""
+    from topics.metrics import FleetMetrics
+
+    stage, _ = _stage()
+    now = int(time.time() * 1000)
+    minute = now - now % MINUTE
+    n = fleet.MAX_MODELS + 50
+    for i in range(n):
+        for p in (0, 1):
+            pane = FleetMetrics(schemaVersion=1, window="tumbling-1m", windowStartMs=minute,
+                                windowEndMs=minute + MINUTE, provider="p", model=f"m-{i:03d}",
+                                partition=p, turnsStarted=1)
+            stage.windows.data[fleet.pane_key("p", f"m-{i:03d}", minute, p)] = \
+                fleet._encode(fleet._Stored(1, pane))
+    for p in (0, 1):
+        stage.windows.data[f"clock|{p}".encode()] = fleet._encode(now)
+    exp = Exposition(stage.metrics.registry.render().decode())
+    turns = {ls["model"]: v for ls, v in exp.series("canonflow_fleet_turns")
+             if ls["window"] == "tumbling-1m" and ls["state"] == "started"}
+    assert len(turns) == fleet.MAX_MODELS + 1
+    assert turns[OTHER] == 2 * 50 and sum(turns.values()) == 2 * n

@@ -22,7 +22,7 @@ import pytest
 from pipeline.app import OutputProducer
 from pipeline.broker import EmbeddedBroker, free_port
 from pipeline.kafka_io import follow, produce, records_from_file
-from pipeline.metrics import CONTENT_TYPE, Histogram, Registry, metric_names
+from pipeline.metrics import CONTENT_TYPE, Gauge, Histogram, Registry, metric_names
 from pipeline.metrics import Counter as MetricCounter
 from pipeline.settings import Settings
 from pipeline.worker import WorkerProcess, embedded_settings, ensure_topics
@@ -230,6 +230,66 @@ def test_label_sets_are_capped_so_input_cannot_grow_the_series_without_bound():
         c.inc((f"type-{i}",))
     assert len(c.values) == metrics.MAX_SERIES + 1
     assert c.get((metrics.OTHER,)) == 50
+
+
+def test_gauges_computed_at_scrape_time_are_capped_too_and_every_fold_is_counted():
+    """Issue 25: the fleet gauges by model had no cap (20,000 models -> 85,963 series).
+    A computed gauge keeps MAX_SERIES label sets (in label order) and folds the others
+    into "other": their sum, or for a maximum their largest value."""
+    from pipeline import metrics
+
+    n = metrics.MAX_SERIES + 50
+    worker = metrics.WorkerMetrics()
+    values = {(f"m-{i:05d}",): float(i) for i in range(n)}
+    total = worker.registry.add(Gauge("cap_sum", "summed", ["model"], collect=lambda: values))
+    worker.registry.add(Gauge("cap_max", "largest", ["model"], collect=lambda: values, fold=max))
+    exp = Exposition(worker.registry.render().decode())
+    assert len(exp.series("cap_sum")) == len(exp.series("cap_max")) == metrics.MAX_SERIES + 1
+    folded = [float(i) for i in range(metrics.MAX_SERIES, n)]
+    assert exp.value("cap_sum", model=metrics.OTHER) == sum(folded)
+    assert exp.value("cap_max", model=metrics.OTHER) == max(folded)
+    assert exp.value("cap_sum", model="m-00000") == 0
+    assert exp.value("canonflow_metric_series_folded_total", metric="cap_sum") == 50
+    assert exp.value("canonflow_metric_series_folded_total", metric="cap_max") == 50
+    assert total.folds == 50
+    worker.unknown_types.values = {(f"p-{i}", "t"): 1 for i in range(metrics.MAX_SERIES)}
+    worker.unknown_types.inc(("p-new", "t"))  # a counter's fold: one more
+    exp = Exposition(worker.registry.render().decode())
+    assert exp.value("canonflow_metric_series_folded_total",
+                     metric="canonflow_unknown_native_types_total") == 1
+    assert exp.value("canonflow_metric_series_folded_total", metric="cap_sum") == 100
+
+
+@pytest.mark.parametrize("n", [10_000, 100_000])
+def test_a_scrape_of_many_series_renders_each_label_set_once(n, monkeypatch):
+    """/metrics with many series (issue 25): counters, computed gauges and histograms,
+    n series in all, rendered twice (the second scrape reuses each label set's text),
+    parsed strictly. Measured and printed, not asserted: see the README."""
+    from pipeline import metrics
+
+    monkeypatch.setattr(metrics, "MAX_SERIES", n)
+    registry = Registry()
+    counter = registry.add(MetricCounter("many_total", "a counter", ["provider", "type"]))
+    gauge = registry.add(Gauge("many", "a gauge", ["window", "provider", "model", "state"]))
+    histogram = registry.add(Histogram("many_seconds", "a histogram", ["agent"]))
+    third = n // 3
+    for i in range(third):
+        counter.inc(("codex", f"type-{i}"), i)
+    values = {("tumbling-1m", "codex", f"model-{i}", "started"): float(i) for i in range(third)}
+    gauge.collect = lambda: values
+    buckets = len(histogram.buckets) + 3  # _bucket lines, +Inf, _sum, _count
+    for i in range((n - 2 * third) // buckets):
+        histogram.observe((f"agent-{i}",), i / 1000)
+    times = []
+    for _ in range(2):
+        t0 = time.perf_counter()
+        body = registry.render()
+        times.append(time.perf_counter() - t0)
+    exp = Exposition(body.decode())
+    assert len(exp.series("many_total")) == len(exp.series("many")) == third
+    assert exp.value("many", model=f"model-{third - 1}") == third - 1
+    print(f"{len(exp.samples)} series, {len(body)} bytes: first render {times[0]:.3f} s, "
+          f"again {times[1]:.3f} s")
 
 
 # ---- a real worker ----------------------------------------------------------------
