@@ -307,8 +307,11 @@ class Emitter:
             return
         self._warned += 1
         detail: dict[str, Any] = {"nativeType": native_type}
-        if self.version is not None:  # which release introduced what (metrics, dashboard)
-            detail["runtimeVersion"] = self.version
+        # which release introduced what (metrics, dashboard): the session's, or one this
+        # record stated before (warnings are rare: the record's events are read here)
+        version = _version_of(self.events, self.version)
+        if version is not None:
+            detail["runtimeVersion"] = version
         self.emit(
             RuntimeWarningEvent,
             RuntimeWarningPayload(

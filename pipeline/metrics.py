@@ -353,8 +353,9 @@ class WorkerMetrics:
             "published all the same).", ["provider", "error_class"]))
         self.unknown_types = r.add(Counter(
             "canonflow_unknown_native_types_total",
-            "runtime.warning events for native messages no adapter knows, by native type.",
-            ["provider", "native_type"]))
+            "runtime.warning events for native messages no adapter knows, by native type "
+            "and the runtime release that sent them (\"\" when its stream did not say).",
+            ["provider", "version", "native_type"]))
         self.output_records = r.add(Counter(
             "canonflow_output_records_total",
             "Records delivered by the output producer, by topic.", ["topic"]))
@@ -527,7 +528,10 @@ class WorkerMetrics:
             return
         native = detail.get("nativeType") if isinstance(detail, dict) else None
         if native is not None:
-            self.unknown_types.inc((provider, clean_label(native)))
+            version = detail.get("runtimeVersion")
+            self.unknown_types.inc((provider, clean_label(version if isinstance(version, str)
+                                                          else ""),
+                                    clean_label(native)))
 
     def _deadletter(self, provider: str, value: bytes) -> None:
         try:

@@ -252,8 +252,8 @@ def test_gauges_computed_at_scrape_time_are_capped_too_and_every_fold_is_counted
     assert exp.value("canonflow_metric_series_folded_total", metric="cap_sum") == 50
     assert exp.value("canonflow_metric_series_folded_total", metric="cap_max") == 50
     assert total.folds == 50
-    worker.unknown_types.values = {(f"p-{i}", "t"): 1 for i in range(metrics.MAX_SERIES)}
-    worker.unknown_types.inc(("p-new", "t"))  # a counter's fold: one more
+    worker.unknown_types.values = {(f"p-{i}", "", "t"): 1 for i in range(metrics.MAX_SERIES)}
+    worker.unknown_types.inc(("p-new", "", "t"))  # a counter's fold: one more
     exp = Exposition(worker.registry.render().decode())
     assert exp.value("canonflow_metric_series_folded_total",
                      metric="canonflow_unknown_native_types_total") == 1
@@ -328,7 +328,7 @@ def test_a_worker_exports_counts_labels_and_health_of_what_it_translated(own_bro
         assert {ls["error_class"]: v for ls, v in exp.series("canonflow_deadletters_total")
                 if ls["provider"] == "codex-exec"} == by_class
         assert exp.value("canonflow_unknown_native_types_total", provider="codex-exec",
-                         native_type="thread.hologram") == 1
+                         version="", native_type="thread.hologram") == 1
 
         assert exp.value("canonflow_end_to_end_lag_seconds_count", provider="codex-exec") == total
         assert exp.value("canonflow_batch_records_sum", agent="normalize.codex-exec") == total
@@ -454,3 +454,23 @@ def test_a_failed_delivery_is_sent_again_until_the_broker_takes_it(own_broker):
         mine = [v for v in got if v in {i[1] for i in items if i[3] == p}]
         assert [v for n, v in enumerate(mine) if v not in mine[:n]] == \
             [i[1] for i in items if i[3] == p]
+
+
+def test_unknown_native_types_are_counted_by_the_release_that_sent_them():
+    """Which runtime release introduced a message type no adapter knows: the warning's
+    runtimeVersion (the session's stated release) is the counter's `version` label."""
+    from pipeline import metrics
+    from pipeline.normalize import Normalizer
+
+    worker = metrics.WorkerMetrics()
+    init = (b'{"type":"system","subtype":"init","session_id":"s","model":"m",'
+            b'"claude_code_version":"9.9.9","cwd":"/w","tools":[]}')
+    out = Normalizer("claude").process(None, b"s1", init + b'\n{"type":"hologram"}',
+                                       partition=0, offset=0)
+    state = out.state
+    later = Normalizer("claude").process(state, b"s1", b'{"type":"hologram"}', partition=0,
+                                         offset=1)
+    for value in out.records + later.records:
+        if b"runtime.warning" in value:
+            worker._unknown("claude", value)
+    assert worker.unknown_types.values == {("claude", "9.9.9", "hologram"): 2}
