@@ -148,7 +148,7 @@ def test_the_compiled_build_gives_the_same_events_and_failures_as_the_source(tmp
     assert built.returncode == 0, built.stderr.decode()[-3000:]
     assert sorted(p.name.split(".")[0] for p in (compiled / "adapters").glob("*.so")) == [
         "acp", "amp", "base", "claude", "codex", "codex_exec", "compiled__mypyc", "gemini",
-        "opencode", "tools"]
+        "ids", "opencode", "tools"]
 
     build_p, out_p = _translate(pure, inputs)
     build_c, out_c = _translate(compiled, inputs)
