@@ -93,6 +93,35 @@ def run_resumed(provider: str, lines: list[Line], cut: int, sid: str = "s1") -> 
     return first + rest
 
 
+class Stored:
+    """A conversation fed record by record as the worker's tables keep it (the session
+    encoded and decoded between records, its chunks in one spool): the events, and
+    after each record the encoded session's size and the spool's chunk count."""
+
+    def __init__(self, provider: str, lines: list[Line], sid: str = "s1"):
+        t = get(provider)
+        enc, dec = _codec(provider)
+        self.spool = MemorySpool()
+        self.events: list[Any] = []
+        self.sizes: list[int] = []
+        self.chunks: list[int] = []
+        session = new_session(t)
+        for n, line in enumerate(lines, 1):
+            session, got, failures = translate_record(t, session, sid, [line], offset=n,
+                                                      spool=self.spool)
+            assert not failures, f"line {n} failed: {failures[0].error}"
+            stored = enc.encode(session)
+            self.sizes.append(len(stored))
+            self.chunks.append(len(self.spool))
+            session = dec.decode(stored)
+            self.events.extend(got)
+        self.session = session
+
+    def dicts(self) -> list[dict[str, Any]]:
+        """The events as JSON objects."""
+        return [json.loads(encode_event(e)) for e in self.events]
+
+
 def assert_spool_holds_open_streams_only(session: Session[Any], spool: MemorySpool) -> None:
     """The spool holds chunks of the streams still open, and nothing else: the
     conversation core drops an item's chunks when it completes."""

@@ -16,6 +16,7 @@ from adapters import claude, get
 from tests.adapters.harness import (
     GOLDENS,
     SHARED,
+    Stored,
     assert_envelope_invariants,
     assert_three_ways,
     assistant_texts,
@@ -431,8 +432,6 @@ def test_a_long_stream_keeps_the_session_small_and_completes_its_items_whole():
     result, fed record by record with the session encoded and decoded between records:
     the stored session stays under 4 KiB, the streamed bytes live in the spool until
     their item completes, and the completed items carry them whole."""
-    from adapters import MemorySpool, Session, new_session, translate_record
-    from topics.canonical import encode_event
 
     parts = [f"{i:05d}" + "." * 1018 + "\n" for i in range(2000)]  # 1 KiB each
     answer = "".join(parts)
@@ -465,24 +464,11 @@ def test_a_long_stream_keeps_the_session_small_and_completes_its_items_whole():
             {"type": "tool_result", "tool_use_id": "t1", "content": output}]}},
         _result(),
     ]
-    t = get("claude")
-    codec = msgspec.msgpack.Decoder(Session[claude.State])
-    spool = MemorySpool()
-    session = new_session(t)
-    events: list[dict[str, Any]] = []
-    sizes, held = [], []
-    for n, line in enumerate(capture_lines([("agent", m) for m in messages]), 1):
-        session, got, failures = translate_record(t, session, "s1", [line], offset=n,
-                                                  spool=spool)
-        assert not failures, failures[0].error
-        stored = msgspec.msgpack.encode(session)
-        sizes.append(len(stored))
-        held.append(len(spool))
-        session = codec.decode(stored)
-        events.extend(json.loads(encode_event(e)) for e in got)
-    assert max(sizes) < 4096, max(sizes)
-    assert max(held) >= 2000  # the text was spooled, one chunk per record...
-    assert held[-1] == 0 and len(spool) == 0  # ...and dropped with its item
+    fed = Stored("claude", capture_lines([("agent", m) for m in messages]))
+    events = fed.dicts()
+    assert max(fed.sizes) < 4096, max(fed.sizes)
+    assert max(fed.chunks) >= 2000  # the text was spooled, one chunk per record...
+    assert fed.chunks[-1] == 0 and len(fed.spool) == 0  # ...and dropped with its item
 
     assert_envelope_invariants(events)
     assert_deltas_make_every_message(events)

@@ -9,10 +9,11 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from adapters import Line, MemorySpool, Session, codex_exec, new_session, translate_record
+from adapters import Line
 from adapters.base import UNSET
 from tests.adapters.harness import (
     SHARED,
+    Stored,
     assert_envelope_invariants,
     assert_three_ways,
     assistant_texts,
@@ -22,7 +23,7 @@ from tests.adapters.harness import (
     read_native,
     run_whole,
 )
-from topics.canonical import ContentDelta, ItemCompleted, ItemPayload
+from topics.canonical import ContentDelta, ItemCompleted
 
 REAL = sorted((SHARED / "fixtures" / "real" / "codex").glob("codex-exec-json-*.jsonl"))
 CAPTURED = sorted((Path(__file__).parents[1] / "fixtures" / "captured" / "codex-exec")
@@ -123,22 +124,10 @@ def test_a_long_command_output_keeps_the_session_small_and_is_delivered_whole():
     read back from the spool. (A completed command carries the native
     aggregated_output: test_command_output_is_streamed_once_and_completed_whole.)"""
     chunks = [f"{i:04d}" + "é" * 8 + "x" * 1003 + "\n" for i in range(2000)]  # 1 KiB each
-    enc, dec = msgspec.msgpack.Encoder(), msgspec.msgpack.Decoder(Session[codex_exec.State])
-    session, spool = new_session(codex_exec), MemorySpool()
-    deltas: list[str] = []
-    completed: list[ItemPayload] = []
-    for n, line in enumerate(_long_command(chunks)):
-        session, events, failures = translate_record(codex_exec, session, "s1", [line],  # type: ignore[arg-type]
-                                                     offset=n, spool=spool)
-        assert not failures
-        stored = enc.encode(session)
-        assert len(stored) < 4096, f"record {n}: the session takes {len(stored)} bytes"
-        session = dec.decode(stored)
-        deltas += [e.payload.delta for e in events if isinstance(e, ContentDelta)]
-        completed += [e.payload for e in events if isinstance(e, ItemCompleted)]
-        if n == len(chunks) + 2:  # the last snapshot: one chunk per record in the spool
-            assert len(spool) == len(chunks)
-    assert deltas == chunks
-    [done] = completed
+    fed = Stored("codex-exec", list(_long_command(chunks)))
+    assert max(fed.sizes) < 4096, max(fed.sizes)
+    assert fed.chunks[len(chunks) + 2] == len(chunks)  # the last snapshot: one chunk a record
+    assert [e.payload.delta for e in fed.events if isinstance(e, ContentDelta)] == chunks
+    [done] = [e.payload for e in fed.events if isinstance(e, ItemCompleted)]
     assert (done.status, done.output, done.outputTruncated) == ("failed", "".join(chunks), UNSET)
-    assert len(spool) == 0 and session.streams == {}
+    assert len(fed.spool) == 0 and fed.session.streams == {}

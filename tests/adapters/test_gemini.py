@@ -10,9 +10,10 @@ from typing import Any
 import msgspec
 import pytest
 
-from adapters import Line, MemorySpool, Session, gemini, new_session, translate_record
+from adapters import Line, MemorySpool, gemini, new_session, translate_record
 from adapters.base import UNSET
 from tests.adapters.harness import (
+    Stored,
     assert_envelope_invariants,
     assert_three_ways,
     assistant_texts,
@@ -21,7 +22,7 @@ from tests.adapters.harness import (
     read_capture,
     run_whole,
 )
-from topics.canonical import ContentDelta, ItemCompleted, ItemPayload
+from topics.canonical import ContentDelta, ItemCompleted
 
 CAPTURED = sorted((Path(__file__).parents[1] / "fixtures" / "captured" / "gemini")
                   .glob("*.capture.jsonl"))
@@ -222,23 +223,11 @@ def test_a_long_reply_keeps_the_session_small_and_completes_whole():
                    *({"type": "message", "role": "assistant", "content": c, "delta": True}
                      for c in chunks),
                    {"type": "result", "status": "success"})
-    enc, dec = msgspec.msgpack.Encoder(), msgspec.msgpack.Decoder(Session[gemini.State])
-    session, spool = new_session(gemini), MemorySpool()
-    deltas: list[str] = []
-    completed: list[ItemPayload] = []
-    for n, line in enumerate(lines):
-        session, events, failures = translate_record(gemini, session, SID, [line],  # type: ignore[arg-type]
-                                                     offset=n, spool=spool)
-        assert not failures
-        stored = enc.encode(session)
-        assert len(stored) < 4096, f"record {n}: the session takes {len(stored)} bytes"
-        session = dec.decode(stored)
-        deltas += [e.payload.delta for e in events if isinstance(e, ContentDelta)]
-        completed += [e.payload for e in events if isinstance(e, ItemCompleted)
-                      and e.payload.itemType == "assistant_message"]
-        if n == len(chunks) + 1:  # the last delta: one chunk per record in the spool
-            assert len(spool) == len(chunks)
-    assert deltas == chunks
-    [done] = completed
+    fed = Stored("gemini", lines, SID)
+    assert max(fed.sizes) < 4096, max(fed.sizes)
+    assert fed.chunks[len(chunks) + 1] == len(chunks)  # the last delta: one chunk a record
+    assert [e.payload.delta for e in fed.events if isinstance(e, ContentDelta)] == chunks
+    [done] = [e.payload for e in fed.events if isinstance(e, ItemCompleted)
+              and e.payload.itemType == "assistant_message"]
     assert (done.text, done.textTruncated) == ("".join(chunks), UNSET)
-    assert len(spool) == 0 and session.streams == {}
+    assert len(fed.spool) == 0 and fed.session.streams == {}

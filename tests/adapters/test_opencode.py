@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 
 from adapters import (
     AdapterError,
-    MemorySpool,
     Session,
     get,
     new_session,
@@ -24,6 +23,7 @@ from adapters import (
 )
 from tests.adapters.harness import (
     SHARED,
+    Stored,
     assert_envelope_invariants,
     assert_three_ways,
     assistant_texts,
@@ -513,25 +513,10 @@ def _bash(status: str, **state: Any) -> tuple[str, dict[str, Any]]:
 
 def _stored(messages: list[tuple[str, dict[str, Any]]]
             ) -> tuple[list[dict[str, Any]], list[int], list[int]]:
-    """Feed record by record, the session encoded and decoded between records as the
-    session table stores it: the events, the encoded session's size and the spool's
-    chunk count after each record."""
-    t = get("opencode")
-    codec = msgspec.msgpack.Decoder(Session[opencode.State])
-    spool = MemorySpool()
-    session = new_session(t)
-    events: list[dict[str, Any]] = []
-    sizes, chunks = [], []
-    for n, line in enumerate(capture_lines(messages), 1):
-        session, got, failures = translate_record(t, session, "s1", [line], offset=n,
-                                                  spool=spool)
-        assert not failures, failures[0].error
-        stored = msgspec.msgpack.encode(session)
-        sizes.append(len(stored))
-        chunks.append(len(spool))
-        session = codec.decode(stored)
-        events += [json.loads(encode_event(e)) for e in got]
-    return events, sizes, chunks
+    """Fed as the session table keeps it (harness.Stored): the events, the encoded
+    session's size and the spool's chunk count after each record."""
+    fed = Stored("opencode", capture_lines(messages))
+    return fed.dicts(), fed.sizes, fed.chunks
 
 
 def _completed(events: list[dict[str, Any]], item_type: str) -> dict[str, Any]:
