@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from functools import lru_cache
 from types import UnionType
@@ -39,6 +39,7 @@ from msgspec import Struct, UnsetType
 
 from adapters.contract import (
     AdapterError,
+    Held,
     Line,
     LineFailure,
     MalformedRecord,
@@ -50,6 +51,8 @@ from adapters.contract import (
 from adapters.ids import DEDUPE_KEPT, MESSAGE_IDS
 from topics.canonical import (
     SCHEMA_VERSION,
+    ContentDelta,
+    ContentDeltaPayload,
     ItemCompleted,
     ItemPayload,
     ItemStarted,
@@ -170,6 +173,8 @@ DEFAULT_ITEM_CAP: Final = 8 * 1024 * 1024
 #: raw topic at its offset, so nothing is lost).
 MAX_WARNINGS_PER_RECORD: Final = 32
 MAX_FAILURES_PER_RECORD: Final = 32
+#: The most a stream holds back (Emitter, "Held back"): past it, everything goes out.
+HOLD_MAX: Final = 8 * 1024
 #: The most characters one spooled chunk holds: at most 64 KiB of UTF-8, the bound on
 #: every table value (a record's appends to a stream share a chunk up to this).
 _CHUNK: Final = 16 * 1024
@@ -197,7 +202,7 @@ class Emitter:
         "provider", "session_id", "seq", "epoch_ms", "clock_ms", "_created", "_id_prefix",
         "include_raw", "raw_source", "events", "_message", "native_type",
         "streams", "_own_streams", "spool", "cap", "_writes", "_fresh", "_fresh_len", "_undo",
-        "_warned", "_folded", "version",
+        "_warned", "_folded", "version", "hold", "held", "_own_held",
     )
 
     def __init__(self, provider: str, session_id: str, seq: int, clock_ms: int,
@@ -228,6 +233,9 @@ class Emitter:
         self._fresh_len: dict[str, int] = {}  # characters in each of those chunks
         self._undo: list[tuple[str, int, Any]] = []
         self.version: str | None = None  # the runtime's release (Session.version)
+        self.hold: Callable[[str], int] | None = None  # the hold policy ("Held back")
+        self.held: dict[str, Held] = {}
+        self._own_held = False
         self._warned = 0  # unknown-type warnings emitted for this record
         self._folded: dict[str, int] = {}  # and those folded into one, by native type
 
@@ -270,7 +278,24 @@ class Emitter:
         refs: ProviderRefs | UnsetType = UNSET,
         with_raw: bool = False,
     ) -> None:
-        """Append one event; canonical ids (`thread`, `turn`, ...) must already be canonical."""
+        """Append one event; canonical ids (`thread`, `turn`, ...) must already be canonical.
+        With a hold policy, a content.delta may hand its tail to the stream's next one
+        (see "Held back")."""
+        if self.hold is not None:
+            if cls is ContentDelta:
+                self._hold_delta(payload, synthetic, thread, turn, item, parent, refs)  # type: ignore[arg-type]
+                return
+            if self.held:
+                if cls is ItemCompleted:
+                    self._release(item if isinstance(item, str) else "")
+                elif cls is TurnCompleted or cls is SessionExited:
+                    self._release(None)
+        self._emit(cls, payload, synthetic, thread, turn, item, request, parent, refs, with_raw)
+
+    def _emit(self, cls: type[_Event], payload: Struct, synthetic: bool,
+              thread: str | UnsetType, turn: str | UnsetType, item: str | UnsetType,
+              request: str | UnsetType, parent: str | UnsetType,
+              refs: ProviderRefs | UnsetType, with_raw: bool) -> None:
         self.seq = seq = self.seq + 1
         prefix = self._id_prefix
         if prefix is None:
@@ -323,6 +348,70 @@ class Emitter:
             with_raw=True,
         )
 
+
+    # ---- Held back: no secret split across two deltas ---------------------------------
+    #
+    # The redactor sees one event at a time. A key a runtime streams in two deltas
+    # ("ghp_12" + "34...") would pass in halves, and a consumer that joins the deltas
+    # would have it whole. With a hold policy (the pipeline passes its redactor's), each
+    # delta's text is joined to what its stream held back, the policy says where a tail
+    # that may be the start of a secret begins, and that tail waits for the stream's
+    # next delta; what is held is published alone (synthetic) right before its item,
+    # turn or session ends. The deltas still join to the same text, and seq stays
+    # gapless; only where one delta ends and the next begins moves.
+
+    def _hold_delta(self, payload: ContentDeltaPayload, synthetic: bool,
+                    thread: str | UnsetType, turn: str | UnsetType, item: str | UnsetType,
+                    parent: str | UnsetType, refs: ProviderRefs | UnsetType) -> None:
+        hold = self.hold
+        assert hold is not None
+        content, summary = payload.contentIndex, payload.summaryIndex
+        key = "%s\x00%s\x00%s\x00%s" % (item if isinstance(item, str) else "",  # noqa: UP031
+                                           payload.streamKind, content, summary)
+        old = self.held.get(key)
+        text = payload.delta if old is None else old.text + payload.delta
+        cut = hold(text)
+        if len(text) - cut > HOLD_MAX:
+            cut = len(text)
+        if cut > 0:
+            if cut < len(text) or old is not None:
+                payload = replace(payload, delta=text[:cut])
+            self._emit(ContentDelta, payload, synthetic, thread, turn, item, UNSET, parent,
+                       refs, False)
+        new = None
+        if cut < len(text):
+            new = Held(text=text[cut:], kind=payload.streamKind,
+                       content=content if isinstance(content, int) else None,
+                       summary=summary if isinstance(summary, int) else None,
+                       thread=thread if isinstance(thread, str) else None,
+                       turn=turn if isinstance(turn, str) else None,
+                       parent=parent if isinstance(parent, str) else None,
+                       refs=None if isinstance(refs, UnsetType) else refs)
+        if new is not None or old is not None:
+            self._set_held(key, new)
+
+    def _set_held(self, key: str, held: Held | None) -> None:
+        if not self._own_held:
+            self.held = dict(self.held)
+            self._own_held = True
+        self._undo.append((key, -5, self.held.get(key)))
+        if held is None:
+            self.held.pop(key, None)
+        else:
+            self.held[key] = held
+
+    def _release(self, item: str | None) -> None:
+        """Publish what `item`'s streams held back (every stream's with None)."""
+        prefix = None if item is None else item + "\x00"
+        for key in [k for k in self.held if prefix is None or k.startswith(prefix)]:
+            h = self.held[key]
+            self._set_held(key, None)
+            self._emit(ContentDelta, ContentDeltaPayload(
+                streamKind=h.kind, delta=h.text,  # type: ignore[arg-type]
+                contentIndex=UNSET if h.content is None else h.content,
+                summaryIndex=UNSET if h.summary is None else h.summary),
+                True, h.thread or UNSET, h.turn or UNSET, key.split("\x00", 1)[0] or UNSET,
+                UNSET, h.parent or UNSET, h.refs if h.refs is not None else UNSET, False)
 
     # ---- Streams: the conversation core's text and output ---------------------------
     #
@@ -532,6 +621,11 @@ class Emitter:
             elif n == -3:
                 self._fresh.pop(key, None)
                 self._fresh_len.pop(key, None)
+            elif n == -5:
+                if old is None:
+                    self.held.pop(key, None)
+                else:
+                    self.held[key] = old
             else:
                 parts: list[str] = old
                 self._fresh[key] = parts
@@ -718,6 +812,7 @@ def translate_record(
     include_raw: bool = False,
     spool: Spool | None = None,
     cap: int = DEFAULT_ITEM_CAP,
+    hold: Callable[[str], int] | None = None,
 ) -> tuple[Session[S], list[_Event], list[LineFailure]]:
     """Feed one raw record (its native lines, in order) through `translator`.
 
@@ -727,7 +822,8 @@ def translate_record(
     The chunks of the session's spooled streams are read from and written to `spool`
     (a fresh MemorySpool when None: enough for a session translated in one call; a
     session whose streams have chunks elsewhere raises ValueError, never loses them);
-    `cap` bounds what one stream keeps (Emitter, "Streams").
+    `cap` bounds what one stream keeps (Emitter, "Streams"). `hold(text)` says where a
+    delta's tail that may start a secret begins (Emitter, "Held back"); None holds none.
     """
     moved = 0 <= session.partition != partition and partition >= 0
     mark = session.marks.get(partition, -1) if moved else session.watermark
@@ -747,6 +843,8 @@ def translate_record(
     out = Emitter(translator.provider, session_id, session.seq, session.clockMs, include_raw,
                   translator.raw_source, epoch, session.streams, spool, cap)
     out.version = session.version
+    out.hold = hold
+    out.held = session.held
     translate = translator.translate
     events = out.events
     failures: list[LineFailure] = []
@@ -830,6 +928,7 @@ def translate_record(
         Session(seq=out.seq, watermark=offset, partition=partition, clockMs=out.clock_ms,
                 epochMs=epoch, thread=thread, turn=turn, open=open_items, state=state,
                 streams=out.streams, marks=marks, version=_version_of(events, session.version),
+                held=out.held,
                 seen=tuple(seen[-DEDUPE_KEPT:]) if message_id is not None else ()),
         events,
         failures,
@@ -906,6 +1005,8 @@ def close_session(translator: Translator[Any], session: Session[Any], session_id
     for key in list(session.streams):
         out._drop_key(key)
     out._flush()
+    out.held = session.held
+    out._release(None)  # what was held back is published before anything closes
     thread = session.thread or UNSET
     turn = session.turn or UNSET
     detail = f"closed by canonflow: session {reason}"

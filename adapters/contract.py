@@ -52,6 +52,23 @@ class Stream(Stored, frozen=True, kw_only=True):
     spooled: bool = True  # are its bytes spooled (False: tracked for "never twice" only)
 
 
+class Held(Stored, frozen=True, kw_only=True):
+    """Delta text held back by the conversation core (adapters.base.Emitter, "Held
+    back"): a stream's tail that may be the start of a secret, published with the
+    stream's next delta, or alone right before its item, turn or session ends. So a
+    secret that a runtime streams across two deltas reaches the redactor whole, in one
+    event. At most HOLD_MAX characters."""
+
+    text: str
+    kind: str  # the delta's streamKind
+    content: int | None = None  # contentIndex
+    summary: int | None = None  # summaryIndex
+    thread: str | None = None
+    turn: str | None = None
+    parent: str | None = None
+    refs: Any = None  # the delta's providerRefs (topics.canonical.ProviderRefs)
+
+
 class Spool(Protocol):
     """Where the conversation core keeps the bytes of the streams it must deliver whole
     later (pending tool output, text a runtime never sends whole): chunks keyed by
@@ -95,6 +112,7 @@ class Session(Stored, Generic[S], frozen=True, kw_only=True):
     marks: dict[int, int] = {}  # watermarks of the partitions the session's records left
     seen: tuple[int, ...] = ()  # digests of the last native message ids (adapters.ids)
     version: str | None = None  # the runtime's release, once its stream said it
+    held: dict[str, Held] = {}  # delta tails held back, by item and stream (Held)
 
 
 class Message(Struct, gc=False):

@@ -111,7 +111,8 @@ def expected_events(sessions: list[Session]) -> dict[str, list[bytes]]:
     (redacted, CANONFLOW_REDACT), createdAt removed."""
     from pipeline.redact import Redactor
 
-    publish = Redactor.from_env().publisher()
+    redactor = Redactor.from_env()
+    publish = redactor.publisher()
     out: dict[str, list[bytes]] = {}
     for s in sessions:
         t = get(s.provider)
@@ -119,7 +120,7 @@ def expected_events(sessions: list[Session]) -> dict[str, list[bytes]]:
         events: list[bytes] = []
         for n, line in enumerate(s.lines):
             session, evs, _ = translate_record(t, session, s.session_id, [line], offset=n,
-                                               spool=spool)
+                                               spool=spool, hold=redactor.hold)
             events += [_timeless(publish(e)[0]) for e in evs]
         out[s.session_id] = events
     return out

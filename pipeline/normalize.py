@@ -229,7 +229,8 @@ class Normalizer:
         spool = spool if spool is not None else MemorySpool()
         new, events, failures = translate_record(
             self.translator, session, session_id, lines, offset=offset, partition=partition,
-            include_raw=self.include_raw, spool=spool, cap=self.item_cap)
+            include_raw=self.include_raw, spool=spool, cap=self.item_cap,
+            hold=self.redactor.hold)
         if new is session:
             return Output(None, [], [])
         records, chat, chat_dead, chat_state = self._published(

@@ -10,7 +10,7 @@ so it starts fast.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any, Literal
 
 import msgspec
@@ -48,8 +48,12 @@ def parse_line(raw: bytes, fmt: Format) -> Line:
 class Replayer:
     """Translates lines of one provider, keeping each session's state between lines."""
 
-    def __init__(self, provider: str, *, include_raw: bool = False):
+    def __init__(self, provider: str, *, include_raw: bool = False,
+                 hold: Callable[[str], int] | None | msgspec.UnsetType = msgspec.UNSET):
         self.provider = provider
+        # the redactor's (CANONFLOW_REDACT, as the worker's): a delta's tail that may
+        # start a secret waits for the next delta
+        self.hold = Redactor.from_env().hold if hold is msgspec.UNSET else hold
         self.translator: Translator[Any] = get(provider)
         self.include_raw = include_raw
         self.sessions: dict[str, Session[Any]] = {}
@@ -68,7 +72,7 @@ class Replayer:
                                    f"not a capture line: {e}")]
         session, events, failures = translate_record(
             self.translator, session, session_id, [line], offset=offset,
-            include_raw=self.include_raw, spool=self.spool)
+            include_raw=self.include_raw, spool=self.spool, hold=self.hold)
         self.sessions[session_id] = session
         dead = [self._dead(session_id, offset, f.data, type(f.error).__name__, str(f.error),
                            origin=line.origin) for f in failures]
@@ -108,9 +112,9 @@ def replay(provider: str, inputs: Iterable[tuple[str, IO[bytes]]], out: IO[bytes
            err: IO[bytes], *, fmt: Format = "native", session: str | None = None,
            include_raw: bool = False, view: View = "canonical") -> int:
     """Replay every input; returns the number of dead letters written to `err`."""
-    rep = Replayer(provider, include_raw=include_raw)
-    chat = ChatView() if view == "chat" else None
     redactor = Redactor.from_env()
+    rep = Replayer(provider, include_raw=include_raw, hold=redactor.hold)
+    chat = ChatView() if view == "chat" else None
     publish = redactor.publisher()
     dead_count = 0
     offset = 0  # one running position across files: a session may span several

@@ -143,12 +143,15 @@ def replay_record(provider: str, session: Any, session_id: str, record: RawRecor
     `spool`. Returns (session, encoded events, failures)."""
     lines = [Line(d, record.origin, record.t) for d in split_lines(record.value)]  # type: ignore[arg-type]
     session, events, failures = translate_record(get(provider), session, session_id, lines,
-                                                 offset=offset, spool=spool)
+                                                 offset=offset, spool=spool,
+                                                 hold=_REDACTOR.hold)
     return session, [_PUBLISH(e)[0] for e in events], len(failures)
 
 
-# what the worker publishes: the events redacted (CANONFLOW_REDACT, as in the workers' env)
-_PUBLISH = Redactor.from_env().publisher()
+# what the worker publishes: the events redacted (CANONFLOW_REDACT, as in the workers'
+# env), the deltas' possible secret starts held back as the worker holds them
+_REDACTOR = Redactor.from_env()
+_PUBLISH = _REDACTOR.publisher()
 
 
 def expected_canonical(work: list[Work]) -> dict[str, list[dict[str, Any]]]:
