@@ -9,7 +9,6 @@ port and sends real requests with foreign and allowed Host headers.
 
 from __future__ import annotations
 
-import http.client
 import json
 
 import pytest
@@ -18,22 +17,15 @@ from click.testing import CliRunner
 from pipeline.settings import Settings
 from pipeline.ui import ChatStore, ui, ui_app_for
 from tests.pipeline.test_ui import UiServer
+from tests.pipeline.test_web_hosts import request
 
 #: Nothing consumes: the store is fed directly, no broker needed.
 SETTINGS = Settings(broker="kafka://127.0.0.1:9")
 
 
 def get(url: str, path: str, host: str) -> tuple[int, bytes]:
-    port = int(url.rstrip("/").rsplit(":", 1)[1])
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    try:
-        conn.putrequest("GET", path, skip_host=True)
-        conn.putheader("Host", host)
-        conn.endheaders()
-        resp = conn.getresponse()
-        return resp.status, resp.read()
-    finally:
-        conn.close()
+    """(status, body) of GET path on the UI at `url`, with this Host header."""
+    return request(int(url.rstrip("/").rsplit(":", 1)[1]), path, host)
 
 
 @pytest.fixture(scope="module")
