@@ -18,15 +18,15 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-$(VENV)/.built-compiled: $(STAMP) setup.py $(wildcard adapters/*.py)
+$(VENV)/.built-compiled: $(STAMP) setup.py topics/runtimes.py $(wildcard adapters/*.py adapters/*/*.py)
 	rm -f $(VENV)/.built-interpreted
 	CANONFLOW_COMPILE=1 $(PY) setup.py --quiet build_ext --inplace \
-	    || { rm -f adapters/*.so; echo "make: mypyc build failed: adapters run interpreted"; }
+	    || { find adapters -name "*.so" -delete; echo "make: mypyc build failed: adapters run interpreted"; }
 	rm -rf build
 	touch $@
 
 $(VENV)/.built-interpreted: $(STAMP)
-	rm -f adapters/*.so $(VENV)/.built-compiled
+	find adapters -name "*.so" -delete; rm -f $(VENV)/.built-compiled
 	touch $@
 
 compiled: $(VENV)/.built-compiled
@@ -43,8 +43,14 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check topics adapters pipeline tests setup.py
 	$(VENV)/bin/mypy topics adapters
 
+# The suite mostly waits (workers joining their groups, settle windows), so it runs in
+# TEST_PROCESSES pytest-xdist processes, more than the cores (tests/conftest.py says how
+# it is spread); then the tests marked `serial`, which time themselves, alone. Both runs
+# always go; the target fails if either does.
+TEST_PROCESSES ?= 4
 test: lint $(BUILT)
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q -n $(TEST_PROCESSES) -m "not serial"; status=$$?; \
+	$(VENV)/bin/pytest -q -m serial && exit $$status
 
 conformance: $(BUILT)
 	python3 ../shared/conformance/canoncheck.py --cmd $(VENV)/bin/canonflow

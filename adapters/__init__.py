@@ -2,9 +2,10 @@
 
 import warnings
 
-from adapters.base import (
+from adapters.core import (
     AdapterError,
     Emitter,
+    InternalError,
     Line,
     LineFailure,
     MalformedRecord,
@@ -33,6 +34,7 @@ if _stale := stale_extensions():
 __all__ = [
     "AdapterError",
     "Emitter",
+    "InternalError",
     "Line",
     "LineFailure",
     "MemorySpool",

@@ -1,6 +1,6 @@
 """The only layer with I/O: Faust app factory, agents, tables, sinks, CLI, embedded broker.
 
-Nothing here registers itself on import; `pipeline.app.create_app(settings)` builds
+Nothing here registers itself on import; `pipeline.worker.app.create_app(settings)` builds
 the Faust application.
 """
 

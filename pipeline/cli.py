@@ -11,6 +11,7 @@ from typing import IO
 
 import click
 
+from pipeline.transcripts.discovery import RUNTIMES as TRANSCRIPT_RUNTIMES
 from topics.catalog import PROVIDERS
 
 
@@ -52,7 +53,7 @@ def run(broker: str | None, partitions: int | None, include_raw: bool | None,
     answer yet), runs the normalize agents until Ctrl-C / SIGTERM, then stops the
     embedded broker.
     """
-    from pipeline.worker import Stopped, broker_for, ensure_topics_waiting, run_worker
+    from pipeline.worker.process import Stopped, broker_for, ensure_topics_waiting, run_worker
 
     settings = _settings(broker=broker, partitions=partitions, include_raw=include_raw,
                          web_port=web_port, web_enabled=False if no_web else None)
@@ -87,7 +88,7 @@ def replay(provider: str, fmt: str, session: str | None, include_raw: bool, view
     Reads FILES (stdin when none). Lines that cannot be translated produce a dead-letter
     record (JSON) on stderr and replay goes on. Exit status 0 unless a file cannot be read.
     """
-    from pipeline.replay import replay as run_replay
+    from pipeline.tools.replay import replay as run_replay
 
     opened: list[tuple[str, IO[bytes]]] = []
     try:
@@ -121,8 +122,8 @@ def produce(broker: str | None, provider: str, session: str, fmt: str, batch: in
 
     import msgspec
 
-    from pipeline.kafka_io import produce as send
-    from pipeline.kafka_io import records_from_file
+    from pipeline.tools.kafka_io import produce as send
+    from pipeline.tools.kafka_io import records_from_file
 
     settings = _settings(broker=broker)
     if not settings.broker:
@@ -134,6 +135,64 @@ def produce(broker: str | None, provider: str, session: str, fmt: str, batch: in
     n = asyncio.run(send(settings, provider, session, records))
     click.echo(f"canonflow: {n} record(s) -> {settings.broker} agents.raw.{provider} "
                f"key {session!r}", err=True)
+
+
+_runtime_option = click.option(
+    "--runtime", "-r", type=click.Choice(list(TRANSCRIPT_RUNTIMES)), default=None,
+    help="Only this runtime's sessions (default: every runtime, recognised by its files).")
+
+
+@main.command("import")
+@_runtime_option
+@click.option("--session", "-s", default=None,
+              help="The sessionId of the one session found; with several, each one's id "
+                   "becomes S/<its id>.")
+@click.option("--view", type=click.Choice(["canonical", "chat"]), default="canonical",
+              show_default=True, help="chat: the readable chat records instead of events.")
+@click.option("--include-raw", is_flag=True, help="Copy each native record into its events.")
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+def import_(runtime: str | None, session: str | None, view: str, include_raw: bool,
+            paths: tuple[str, ...]) -> None:
+    """Translate the runtimes' own session files offline, no broker.
+
+    PATH is a session file, a database, a runtime's home (.claude, .codex, .gemini,
+    .local or .local/share/opencode) or a directory holding them (a HOME). Canonical
+    events as JSON lines on stdout, session after session in a stable order, each with
+    the runtime's own session id; dead letters as JSON on stderr. Byte-identical on
+    every run. Exit status 0 unless a path cannot be read."""
+    from pipeline.tools.importer import run_import
+
+    sys.exit(run_import(list(paths), sys.stdout.buffer, sys.stderr.buffer, runtime=runtime,
+                        session=session, view=view, include_raw=include_raw))  # type: ignore[arg-type]
+
+
+@main.command()
+@_broker_option
+@_runtime_option
+@click.option("--checkpoint", type=click.Path(dir_okay=False), default=None,
+              help="Where the positions are kept (default: "
+                   "$CANONFLOW_DATA_DIR/ship-checkpoint.json).")
+@click.option("--once", is_flag=True,
+              help="Ship what exists, then exit (the backfill).")
+@click.option("--interval", type=float, default=1.0, show_default=True,
+              help="Seconds between two looks at the files.")
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+def ship(broker: str | None, runtime: str | None, checkpoint: str | None, once: bool,
+         interval: float, paths: tuple[str, ...]) -> None:
+    """Follow the runtimes' session files and databases under PATHS and produce each new
+    native record to its transcript raw topic, keyed by session (the sidecar of
+    interactive sessions). A checkpoint keeps its place: restarted, it sends nothing
+    twice and skips nothing. Stops on Ctrl-C / SIGTERM."""
+    import os
+
+    from pipeline.transcripts.ship import ship as run_ship
+
+    settings = _settings(broker=broker)
+    if not settings.broker:
+        raise click.UsageError("ship needs --broker (or CANONFLOW_BROKER)")
+    checkpoint = checkpoint or os.path.join(settings.data_dir, "ship-checkpoint.json")
+    sys.exit(run_ship(settings, list(paths), checkpoint=checkpoint, runtime=runtime,
+                      once=once, interval=interval))
 
 
 @main.command()
@@ -155,8 +214,8 @@ def tail(broker: str | None, session: str | None, as_json: bool, deadletters: bo
     producer wrote) are shown as escapes, never sent to the terminal raw."""
     import asyncio
 
-    from pipeline.kafka_io import follow
-    from pipeline.render import ChatRenderer, decode_record, json_text, render, unreadable
+    from pipeline.tools.kafka_io import follow
+    from pipeline.views.render import ChatRenderer, decode_record, json_text, render, unreadable
     from topics.catalog import CANONICAL_TOPIC, CHAT_TOPIC, DEADLETTER_TOPIC
 
     settings = _settings(broker=broker)
@@ -200,7 +259,7 @@ def topics() -> None:
 @_partitions_option
 def topics_create(broker: str | None, partitions: int | None) -> None:
     """Create the catalog's missing topics (partitions, cleanup policy, retention)."""
-    from pipeline.worker import ensure_topics
+    from pipeline.worker.process import ensure_topics
 
     settings = _settings(broker=broker, partitions=partitions)
     if not settings.broker:
@@ -216,7 +275,7 @@ def topics_check(broker: str | None, partitions: int | None) -> None:
     """Report drift between the cluster and the catalog; exit 1 if any."""
     import asyncio
 
-    from pipeline.admin import check_topics
+    from pipeline.cluster.admin import check_topics
 
     settings = _settings(broker=broker, partitions=partitions)
     if not settings.broker:
@@ -236,7 +295,7 @@ def broker(port: int | None) -> None:
     import signal
     import threading
 
-    from pipeline.broker import EmbeddedBroker
+    from pipeline.cluster.broker import EmbeddedBroker
 
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -254,7 +313,7 @@ def broker(port: int | None) -> None:
               help="Give up after this many seconds.")
 def demo(timeout: float) -> None:
     """Embedded broker + worker + the bundled sample sessions, shown as they arrive."""
-    from pipeline.demo import run_demo
+    from pipeline.tools.demo import run_demo
 
     sys.exit(run_demo(_settings(), timeout=timeout))
 
@@ -287,13 +346,13 @@ def bench(broker: str | None, partitions: int | None, messages: int, repeat: int
           long_sizes: str, long_providers: str, as_json: bool) -> None:
     """Throughput and memory: adapter core, aiokafka and Faust ceilings, canonflow end to end.
 
-    With --long, only the long-session workload (pipeline/bench_long.py)."""
+    With --long, only the long-session workload (pipeline/tools/bench_long.py)."""
     import json
     from pathlib import Path
 
     settings = _settings(broker=broker, partitions=partitions)
     if long_:
-        from pipeline.bench_long import (
+        from pipeline.tools.bench_long import (
             CAPTURES,
             format_long_report,
             parse_sizes,
@@ -315,7 +374,7 @@ def bench(broker: str | None, partitions: int | None, messages: int, repeat: int
         click.echo(json.dumps(result, indent=2) if as_json else format_long_report(result))
         return
 
-    from pipeline.bench import format_report, run_bench
+    from pipeline.tools.bench import format_report, run_bench
 
     result = run_bench(settings, messages=messages, repeat=repeat, batch=batch,
                        fixtures=Path(fixtures) if fixtures else None, timeout=timeout,
@@ -341,9 +400,9 @@ def schema(output: str | None) -> None:
 
 def _add_commands() -> None:
     """Commands that live in their own modules (their heavy imports stay inside them)."""
-    from pipeline.manifests import topics_manifest
-    from pipeline.otel import otel_export
-    from pipeline.ui import ui
+    from pipeline.tools.manifests import topics_manifest
+    from pipeline.views.otel import otel_export
+    from pipeline.views.ui import ui
 
     topics.add_command(topics_manifest)
     main.add_command(otel_export)

@@ -51,7 +51,7 @@ class Settings(Struct, frozen=True, kw_only=True):
     max_message_bytes: int = 1_000_000
     #: Dead letters keep the original record's bytes, secrets included, for the dead-letter
     #: topic's retention (30 days); by default they hold it redacted, with its size and
-    #: SHA-256 (pipeline.redact reads CANONFLOW_DEADLETTER_ORIGINAL; a warning at start).
+    #: SHA-256 (pipeline.privacy.redact reads CANONFLOW_DEADLETTER_ORIGINAL; a warning at start).
     deadletter_original: bool = False
     #: Redaction work a record may spend, per byte of it (bytes scanned, matches weighing
     #: more): a record past it has its remaining secret-bearing strings masked whole.
@@ -60,7 +60,7 @@ class Settings(Struct, frozen=True, kw_only=True):
     web_host: str = "127.0.0.1"
     web_port: int = 6066
     #: Host names the web server answers besides loopback names, the bound address and
-    #: the address a request came in on (pipeline.web.AllowedHosts): comma-separated
+    #: the address a request came in on (pipeline.ops.web.AllowedHosts): comma-separated
     #: names, .suffixes, IP addresses, networks, or * for any. Others get 421.
     web_allowed_hosts: str = ""
     #: Faust's producer batch size; 1 makes Tansu's ListOffsets exact (embedded broker

@@ -1,11 +1,15 @@
-"""Declarations only: the topic catalog and the schemas of every record on a topic."""
+"""Declarations only: the runtimes, the topic catalog and the schemas of every record on a
+topic."""
 
 from topics.canonical import (
     EVENT_TYPES,
     PAYLOAD_TYPES,
     SCHEMA_VERSION,
     TOOL_ITEM_TYPES,
+    Author,
     CanonicalEvent,
+    Decision,
+    InputOutcome,
     decode_event,
     encode_event,
 )
@@ -23,6 +27,8 @@ from topics.catalog import (
 )
 from topics.chat import ChatRecord, decode_chat, encode_chat
 from topics.records import CaptureLine, DeadLetter
+from topics.runtimes import RUNTIMES, Runtime, runtime
+from topics.usage import Cost, CostSource, TokenUsage
 
 __all__ = [
     "CANONICAL_TOPIC",
@@ -34,17 +40,26 @@ __all__ = [
     "PAYLOAD_TYPES",
     "PROVIDERS",
     "RAW_TOPICS",
+    "RUNTIMES",
     "SCHEMA_VERSION",
     "TOOL_ITEM_TYPES",
+    "Author",
     "CanonicalEvent",
     "CaptureLine",
     "ChatRecord",
+    "Cost",
+    "CostSource",
     "DeadLetter",
+    "Decision",
+    "InputOutcome",
+    "Runtime",
+    "TokenUsage",
     "TopicSpec",
     "decode_chat",
     "decode_event",
     "encode_chat",
     "encode_event",
     "raw_topic",
+    "runtime",
     "topic",
 ]

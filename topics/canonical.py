@@ -17,6 +17,8 @@ from typing import Any, Literal, Union
 import msgspec
 from msgspec import UNSET, Struct, UnsetType
 
+from topics.usage import Cost, TokenUsage
+
 SCHEMA_VERSION = 1
 
 SessionState = Literal["starting", "ready", "running", "waiting", "stopped", "error"]
@@ -63,6 +65,17 @@ StreamKind = Literal[
 ErrorClass = Literal[
     "provider_error", "transport_error", "permission_error", "validation_error", "unknown"
 ]
+#: How an approval ended, in the same words for every runtime (README "Decisions"):
+#: accept (allowed, this once), accept_for_session (allowed, and the runtime was told not
+#: to ask again for the like, for the session or longer), decline (refused; the agent
+#: carries on without it), cancel (not allowed, and the turn stops with it: the user
+#: refused and interrupted, or the turn ended or was cancelled before an answer).
+Decision = Literal["accept", "accept_for_session", "decline", "cancel"]
+#: How a question put to the user ended.
+InputOutcome = Literal["answered", "declined", "cancelled"]
+#: Who wrote a user_message: the person ("user"), the runtime (an interrupt notice, a
+#: compaction summary, a synthetic part), a hook, or a parent agent prompting a subagent.
+Author = Literal["user", "runtime", "hook", "agent"]
 
 #: Item types that represent a tool invocation (chat shows them as tool_use/tool_result).
 TOOL_ITEM_TYPES = frozenset(
@@ -155,7 +168,12 @@ class ThreadMetadataUpdatedPayload(_Payload, frozen=True, kw_only=True):
 
 
 class ThreadTokenUsageUpdatedPayload(_Payload, frozen=True, kw_only=True):
+    """`usage` is the runtime's own object, as it always was; `tokens` is the thread's
+    usage so far in the shape every runtime shares (topics.usage.TokenUsage), present
+    where the runtime's update states it (Codex app-server's `total`)."""
+
     usage: Any
+    tokens: TokenUsage | UnsetType = UNSET
 
 
 class ThreadRealtimeStartedPayload(_Payload, frozen=True, kw_only=True):
@@ -184,6 +202,14 @@ class TurnStartedPayload(_Payload, frozen=True, kw_only=True):
 
 
 class TurnCompletedPayload(_Payload, frozen=True, kw_only=True):
+    """`usage`, `modelUsage` and `totalCostUsd` are the runtime's own values, as they
+    always were; `tokens` is the turn's own token usage (this turn only, never a running
+    total) in the shape every runtime shares (topics.usage.TokenUsage), absent where the
+    runtime reported no usage for the turn. `cost` is the turn's cost with its
+    provenance (topics.usage.Cost): the runtime's own where it reports one, else
+    computed from `tokens` and the turn's model, else `unpriced`; absent when the turn
+    has neither a reported cost nor `tokens`."""
+
     state: TurnState
     stopReason: str | None | UnsetType = UNSET
     usage: Any | UnsetType = UNSET
@@ -193,6 +219,8 @@ class TurnCompletedPayload(_Payload, frozen=True, kw_only=True):
     errorMessage: str | UnsetType = UNSET
     #: The runtime's own final answer when it reports one (Claude's `result.result`).
     resultText: str | UnsetType = UNSET
+    tokens: TokenUsage | UnsetType = UNSET
+    cost: Cost | UnsetType = UNSET
 
 
 class TurnAbortedPayload(_Payload, frozen=True, kw_only=True):
@@ -213,6 +241,13 @@ class TurnDiffUpdatedPayload(_Payload, frozen=True, kw_only=True):
     unifiedDiff: str
 
 
+#: What an item's `diff` was computed against (adapters.core.diff): the file's content
+#: before the change (`file`: the file's line numbers), only the replaced excerpt
+#: (`excerpt`: line numbers count from the excerpt), or empty content because the old
+#: content is not known (`empty`: a write; the file may be new or overwritten).
+DiffBase = Literal["file", "excerpt", "empty"]
+
+
 class ItemPayload(_Payload, frozen=True, kw_only=True):
     """Lifecycle of one item (seed 002 ItemLifecyclePayload), with typed tool fields.
 
@@ -226,6 +261,15 @@ class ItemPayload(_Payload, frozen=True, kw_only=True):
     many characters were left out, `outputTruncated` (or `textTruncated`) is true and
     `outputLength` (`textLength`) is the whole length in characters. The item's
     `content.delta` events still carry every character.
+
+    Normalised tool fields, the same whatever the runtime (README "Normalised tool
+    fields"; `input` and `data` keep the runtime's own names): `command` (one string,
+    an argv joined with shell quoting, a `bash -lc` wrapper taken off) and `cwd` of a
+    command; `paths` (the files a change touches) and `diff` (one unified diff of them,
+    `diffBase` says against what; cut past the per-item cap like an output:
+    `diffTruncated`, `diffLength`) of a file change; `url` and `query` of a web tool;
+    `mcpServer` and `mcpTool` of an MCP tool call. Each is absent when the runtime did
+    not say it.
     """
 
     itemType: ItemType
@@ -245,6 +289,20 @@ class ItemPayload(_Payload, frozen=True, kw_only=True):
     outputLength: int | UnsetType = UNSET
     textTruncated: bool | UnsetType = UNSET
     textLength: int | UnsetType = UNSET
+    #: On a user_message: who wrote it (only "user" is the person's own prompt, the one
+    #: the chat shows); absent on other items and where an adapter cannot tell.
+    author: Author | UnsetType = UNSET
+    command: str | UnsetType = UNSET
+    cwd: str | UnsetType = UNSET
+    paths: list[str] | UnsetType = UNSET
+    diff: str | UnsetType = UNSET
+    diffBase: DiffBase | UnsetType = UNSET
+    diffTruncated: bool | UnsetType = UNSET
+    diffLength: int | UnsetType = UNSET
+    url: str | UnsetType = UNSET
+    query: str | UnsetType = UNSET
+    mcpServer: str | UnsetType = UNSET
+    mcpTool: str | UnsetType = UNSET
 
 
 class ContentDeltaPayload(_Payload, frozen=True, kw_only=True):
@@ -263,9 +321,16 @@ class RequestOpenedPayload(_Payload, frozen=True, kw_only=True):
 
 
 class RequestResolvedPayload(_Payload, frozen=True, kw_only=True):
+    """`decision` is the runtime's own word, as it always was ("allow", "reject_once",
+    "once", "acceptForSession", ...); `outcome` says the same in the words every runtime
+    shares (Decision), absent where the stream does not say what was decided (an error
+    answer, a request the runtime cleared without the answer in the stream). `decision`
+    keeps its type and meaning: readers that match its words keep working."""
+
     requestType: RequestType
     decision: str | UnsetType = UNSET
     resolution: Any | UnsetType = UNSET
+    outcome: Decision | UnsetType = UNSET
 
 
 class UserInputRequestedPayload(_Payload, frozen=True, kw_only=True):
@@ -273,7 +338,11 @@ class UserInputRequestedPayload(_Payload, frozen=True, kw_only=True):
 
 
 class UserInputResolvedPayload(_Payload, frozen=True, kw_only=True):
+    """`outcome`: answered, declined (the user refused to answer) or cancelled (no
+    answer came: the turn ended first); absent where the stream does not say."""
+
     answers: Any
+    outcome: InputOutcome | UnsetType = UNSET
 
 
 class TaskStartedPayload(_Payload, frozen=True, kw_only=True):

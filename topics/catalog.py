@@ -1,9 +1,10 @@
 """The topic catalog: every topic canonflow reads or writes, declared once.
 
-Topic names are literals here and nowhere else. All co-partitioned topics (the raw
-topics, the canonical and chat topics, and the table changelogs that the pipeline
-derives from them) share one partition count, so a session's records, its state
-and its output always live on the same partition number.
+Topic names are literals here and nowhere else (a raw topic's: in its runtime's
+entry, topics.runtimes). All co-partitioned topics (the raw topics, the canonical and
+chat topics, and the table changelogs that the pipeline derives from them) share one
+partition count, so a session's records, its state and its output always live on the
+same partition number.
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ from typing import Literal
 
 from msgspec import Struct
 
-#: Every provider canonflow reads, in catalog order.
-PROVIDERS: tuple[str, ...] = ("claude", "codex", "codex-exec", "opencode", "acp", "amp", "gemini")
+from topics.runtimes import RUNTIMES
+
+#: Every provider canonflow reads, in catalog order (the runtime registry's ids).
+PROVIDERS: tuple[str, ...] = tuple(r.id for r in RUNTIMES)
 
 DEFAULT_PARTITIONS = 12
 DAY_MS = 24 * 60 * 60 * 1000
@@ -54,15 +57,8 @@ class TopicSpec(Struct, frozen=True, kw_only=True):
                 "max.message.bytes": str(self.max_message_bytes)}
 
 
-RAW_TOPICS: dict[str, str] = {
-    "claude": "agents.raw.claude",
-    "codex": "agents.raw.codex",
-    "codex-exec": "agents.raw.codex-exec",
-    "opencode": "agents.raw.opencode",
-    "acp": "agents.raw.acp",
-    "amp": "agents.raw.amp",
-    "gemini": "agents.raw.gemini",
-}
+#: provider -> its raw topic (topics.runtimes)
+RAW_TOPICS: dict[str, str] = {r.id: r.raw_topic for r in RUNTIMES}
 CANONICAL_TOPIC = "agents.canonical"
 CHAT_TOPIC = "agents.chat"
 DEADLETTER_TOPIC = "agents.deadletter"

@@ -4,8 +4,11 @@ readable chat." The same records, with the same fields, for every runtime.
 Every record carries `session_id`, `provider`, `seq` (per session, gapless from 1),
 a deterministic `event_id` and the `source_event_id` of the canonical event it came
 from. All fields are always present (null when unknown), so a chat UI can rely on
-the shape. Tags: text, reasoning, tool_use, tool_result, approval, question, error,
-done.
+the shape. Tags: user, text, reasoning, tool_use, tool_result, approval, question,
+error, done.
+
+Evolution as on agents.canonical: a new record type or field never changes an old one
+(`user` and the `outcome` fields came later; `decision` keeps the runtime's own word).
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from typing import Any, Literal, Union
 
 import msgspec
 from msgspec import UNSET, Struct, UnsetType
+
+from topics.canonical import Decision, InputOutcome
 
 
 class _Chat(Struct, frozen=True, kw_only=True, tag_field="type"):
@@ -25,9 +30,18 @@ class _Chat(Struct, frozen=True, kw_only=True, tag_field="type"):
     turn_id: str | None = None
 
 
+class ChatUser(_Chat, tag="user", frozen=True, kw_only=True):
+    """What the user asked: the prompt's whole text, once, when its message completes.
+    Only the person's own words: never text the runtime, a hook or a parent agent put
+    on the user's side (a canonical user_message whose `author` is not "user")."""
+
+    content: str
+    item_id: str | None = None
+
+
 class ChatText(_Chat, tag="text", frozen=True, kw_only=True):
     """New assistant text (`content`) and the message's text so far (`accumulated`),
-    while the message is short (adapters.chat.ACCUMULATED_MAX, 2,048 characters). Past
+    while the message is short (adapters.projections.chat.ACCUMULATED_MAX, 2,048 characters). Past
     that, `accumulated` is "" and `accumulated_length` (absent until then) is the
     message's length so far: join the item's `content`s (gapless `seq`), or wait for
     `done`, which carries the final answer whole."""
@@ -71,7 +85,10 @@ class ChatToolResult(_Chat, tag="tool_result", frozen=True, kw_only=True):
 
 
 class ChatApproval(_Chat, tag="approval", frozen=True, kw_only=True):
-    """A permission request: `state` opened, then resolved with the `decision`."""
+    """A permission request: `state` opened, then resolved with the runtime's own
+    `decision` word and the `outcome` every runtime shares: accept and
+    accept_for_session allowed it, decline and cancel did not (topics.canonical.Decision;
+    null when the runtime did not say)."""
 
     state: Literal["opened", "resolved"]
     request_id: str
@@ -81,15 +98,18 @@ class ChatApproval(_Chat, tag="approval", frozen=True, kw_only=True):
     detail: str | None = None
     options: list[Any] | None = None
     decision: str | None = None
+    outcome: Decision | None = None
 
 
 class ChatQuestion(_Chat, tag="question", frozen=True, kw_only=True):
-    """Questions for the user: `state` asked (with `questions`), then answered."""
+    """Questions for the user: `state` asked (with `questions`), then answered, with the
+    `outcome`: answered, declined or cancelled (null when the runtime did not say)."""
 
     state: Literal["asked", "answered"]
     request_id: str
     questions: Any = None
     answers: Any = None
+    outcome: InputOutcome | None = None
 
 
 class ChatError(_Chat, tag="error", frozen=True, kw_only=True):
@@ -108,7 +128,7 @@ class ChatDone(_Chat, tag="done", frozen=True, kw_only=True):
 
 
 ChatRecord = Union[
-    ChatText, ChatReasoning, ChatToolUse, ChatToolResult, ChatApproval, ChatQuestion,
+    ChatUser, ChatText, ChatReasoning, ChatToolUse, ChatToolResult, ChatApproval, ChatQuestion,
     ChatError, ChatDone,
 ]
 

@@ -10,12 +10,13 @@ from topics.canonical import CanonicalEvent
 from topics.chat import ChatRecord
 from topics.metrics import FleetMetrics
 from topics.records import DeadLetter
+from topics.runtimes import RUNTIMES
 
 
 def schema() -> dict[str, object]:
     """One JSON Schema document: `$defs` for every type, and the published records
     (`CanonicalEvent`, `ChatRecord`, `DeadLetter`, `FleetMetrics`) named under
-    `x-canonflow-records`."""
+    `x-canonflow-records`, and the registered provider ids under `x-canonflow-providers`."""
     records = {"CanonicalEvent": CanonicalEvent, "ChatRecord": ChatRecord,
                "DeadLetter": DeadLetter, "FleetMetrics": FleetMetrics}
     schemas, components = msgspec.json.schema_components(
@@ -29,6 +30,8 @@ def schema() -> dict[str, object]:
         "$defs": {**components, **{name: s for name, s in zip(records, schemas, strict=True)
                                    if s != {"$ref": f"#/$defs/{name}"}}},
         "x-canonflow-records": {name: f"#/$defs/{name}" for name in records},
+        # the values of a record's `provider` (topics.runtimes), with their runtimes' names
+        "x-canonflow-providers": {r.id: r.name for r in RUNTIMES},
     }
     return doc
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from adapters import acp
+from adapters.acp import translator as acp
 from tests.adapters.harness import (
     GOLDENS,
     SHARED,

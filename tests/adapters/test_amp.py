@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from adapters import amp
+from adapters.amp import translator as amp
 from tests.adapters.harness import (
     GOLDENS,
     assert_envelope_invariants,

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from adapters import MemorySpool, get, new_session, translate_record
-from adapters.base import Session
-from adapters.chat import ChatState, initial, project_event
+from adapters import MemorySpool, get, new_session, providers, translate_record
+from adapters.core import Session
+from adapters.projections.chat import ChatState, initial, project_event
 from tests.adapters.harness import SHARED, capture_lines
 from tests.adapters.test_claude import _wire as claude_wire
 from topics.chat import encode_chat
@@ -46,16 +46,26 @@ def chat_per_input(provider: str, session_id: str, messages: list[tuple[str, Any
 
 
 def assert_matches_exhibit(rows: list[tuple[int, Any, list[dict[str, Any]] | None]],
-                           got: list[list[dict[str, Any]]]) -> None:
+                           got: list[list[dict[str, Any]]],
+                           users: list[tuple[int, str]]) -> None:
     """Every exhibit output, in order, with every field it shows (extra fields allowed);
-    an empty output list means no chat record. Supplied inputs (None) are not checked."""
+    an empty output list means no chat record. Supplied inputs (None) are not checked.
+
+    The exhibits predate the `user` record (what the user asked, issue 19), the one
+    record the chat has added since: the `user` records are set aside and must be
+    exactly `users` ((input_index, content), in order), so the only difference allowed
+    is the added prompt. No exhibit shows a `user` record, so none of its is hidden."""
+    added: list[tuple[int, str]] = []
     for (index, _msg, outputs), records in zip(rows, got, strict=True):
+        added += [(index, r["content"]) for r in records if r["type"] == "user"]
+        records = [r for r in records if r["type"] != "user"]
         if outputs is None:
             continue
         assert len(records) == len(outputs), (index, records)
         for want, have in zip(outputs, records, strict=True):
             shown = {k: have.get(k, "<missing>") for k in want}
             assert shown == want, (index, have)
+    assert added == users
 
 
 def _exhibit(name: str) -> list[tuple[int, Any, list[dict[str, Any]] | None]]:
@@ -69,7 +79,7 @@ def _exhibit(name: str) -> list[tuple[int, Any, list[dict[str, Any]] | None]]:
 def test_claude_exhibit_one_sentence_once():
     rows = [(i, claude_wire(m), o) for i, m, o in _exhibit("claude")]
     got = chat_per_input("claude", "synthetic-claude-session", [("agent", m) for _, m, _ in rows])
-    assert_matches_exhibit(rows, got)
+    assert_matches_exhibit(rows, got, users=[])  # its selected inputs hold no prompt
 
 
 # Codex: inputs 1 and 8 (hidden by the exhibit) are the `item/started` notifications of
@@ -87,7 +97,7 @@ def test_codex_exhibit_waits_for_the_complete_result():
         (8, _codex_agent_message("synthetic-final", "final_answer"), None)]
     rows.sort(key=lambda r: r[0])
     got = chat_per_input("codex", "synthetic-codex-thread", [("agent", m) for _, m, _ in rows])
-    assert_matches_exhibit(rows, got)
+    assert_matches_exhibit(rows, got, users=[])  # its selected inputs hold no prompt
 
 
 # OpenCode: inputs 1, 3 and 9 (hidden) are the `message.updated` events that give each
@@ -108,7 +118,10 @@ def test_opencode_exhibit_keeps_the_answer_and_skips_the_echo():
     rows.sort(key=lambda r: r[0])
     got = chat_per_input("opencode", "synthetic-opencode-session",
                          [("agent", m) for _, m, _ in rows])
-    assert_matches_exhibit(rows, got)
+    # input 2 is the user's prompt: still never streamed as the reply (no `text`), now
+    # shown for what it is
+    assert_matches_exhibit(rows, got,
+                           users=[(2, "Synthetic user prompt must not be streamed.")])
 
 
 # ---- one conversation, seven runtimes ----------------------------------------------
@@ -118,10 +131,22 @@ def test_opencode_exhibit_keeps_the_answer_and_skips_the_echo():
 CMD = "printf 'fixture-ok\\n'"
 OUT = "fixture-ok\n"
 FIRST, LAST = "Checking the fixture.", "Fixture complete."
+PROMPT = "Run the fixture."
+#: Runtimes whose stream never carries the user's prompt (`codex exec --json` starts at
+#: thread.started; the prompt is its command line's).
+NO_PROMPT = frozenset({"codex-exec"})
+#: Runtimes whose record never says a turn ended (Gemini CLI's chat file: its turn ends at
+#: the next prompt, adapters/gemini_transcript).
+NO_END = frozenset({"gemini-transcript"})
 
 
-def _claude_like(session_key: str, bash_input: dict[str, Any]) -> list[tuple[str, Any]]:
+def _claude_like(session_key: str, bash_input: dict[str, Any], prompt_origin: str
+                 ) -> list[tuple[str, Any]]:
+    """Claude Code takes the prompt from its client (a client-origin line); Amp echoes it
+    on its own output."""
     sid = {session_key: "sess-1"}
+    prompt = (prompt_origin, {"type": "user", "parent_tool_use_id": None, **sid, "message": {
+        "role": "user", "content": [{"type": "text", "text": PROMPT}]}})
 
     def assistant(mid: str, block: dict[str, Any]) -> tuple[str, Any]:
         return ("agent", {"type": "assistant", "parent_tool_use_id": None, **sid,
@@ -131,6 +156,7 @@ def _claude_like(session_key: str, bash_input: dict[str, Any]) -> list[tuple[str
     return [
         ("agent", {"type": "system", "subtype": "init", "model": "m", "tools": ["Bash"],
                    "cwd": "/w", **sid}),
+        prompt,
         assistant("msg_1", {"type": "text", "text": FIRST}),
         assistant("msg_1", {"type": "tool_use", "id": "toolu_1", "name": "Bash",
                             "input": bash_input}),
@@ -157,9 +183,12 @@ def _codex() -> list[tuple[str, Any]]:
 
     cmd = {"type": "commandExecution", "id": "call_1", "command": CMD, "cwd": "/w",
            "commandActions": [], "status": "inProgress"}
+    prompt = {"type": "userMessage", "id": "u_1", "content": [{"type": "text", "text": PROMPT}]}
     return [
         ("agent", {"method": "turn/started", "params": {
             "threadId": "thr_1", "turn": {"id": "turn_1", "status": "inProgress", "items": []}}}),
+        n("item/started", item=prompt),
+        n("item/completed", item=prompt),
         *message("msg_1", FIRST),
         n("item/started", item=cmd),
         n("item/commandExecution/outputDelta", itemId="call_1", delta=OUT),
@@ -207,7 +236,7 @@ def _opencode() -> list[tuple[str, Any]]:
         ev("session.status", status={"type": "busy"}),
         message("msg_u", "user"),
         ev("message.part.updated", part={"id": "prt_u", "sessionID": sid, "messageID": "msg_u",
-                                         "type": "text", "text": "Run the fixture."}),
+                                         "type": "text", "text": PROMPT}),
         message("msg_a", "assistant"),
         text("prt_1", "msg_a", FIRST),
         ev("message.part.updated", part={**tool, "state": {"status": "pending", "input": {}}}),
@@ -235,7 +264,7 @@ def _acp() -> list[tuple[str, Any]]:
                     "params": {"cwd": "/w", "mcpServers": []}}),
         ("agent", {"jsonrpc": "2.0", "id": 1, "result": {"sessionId": "s1"}}),
         ("client", {"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": {
-            "sessionId": "s1", "prompt": [{"type": "text", "text": "Run the fixture."}]}}),
+            "sessionId": "s1", "prompt": [{"type": "text", "text": PROMPT}]}}),
         chunk(FIRST),
         update(sessionUpdate="tool_call", toolCallId="call_1", title=CMD, kind="execute",
                status="pending", rawInput={"command": CMD}),
@@ -249,7 +278,7 @@ def _acp() -> list[tuple[str, Any]]:
 def _gemini() -> list[tuple[str, Any]]:
     return [("agent", m) for m in [
         {"type": "init", "session_id": "g1", "model": "gemini"},
-        {"type": "message", "role": "user", "content": "Run the fixture."},
+        {"type": "message", "role": "user", "content": PROMPT},
         {"type": "message", "role": "assistant", "content": FIRST, "delta": True},
         {"type": "tool_use", "tool_name": "run_shell_command", "tool_id": "call_1",
          "parameters": {"command": CMD}},
@@ -259,20 +288,90 @@ def _gemini() -> list[tuple[str, Any]]:
     ]]
 
 
+def _codex_transcript() -> list[tuple[str, Any]]:
+    """A Codex 0.171 rollout: items completed whole, the command started by its call."""
+    def line(kind: str, **payload: Any) -> tuple[str, Any]:
+        return ("agent", {"timestamp": "2026-01-01T00:00:00.000Z", "type": kind,
+                          "payload": payload})
+
+    def done(item: dict[str, Any]) -> tuple[str, Any]:
+        return line("event_msg", type="item_completed", turn_id="turn_1", item=item)
+
+    return [
+        line("session_meta", id="thr_1", cwd="/w", cli_version="0.171.0"),
+        line("event_msg", type="task_started", turn_id="turn_1"),
+        done({"type": "UserMessage", "id": "u_1", "content": [{"type": "text", "text": PROMPT}]}),
+        done({"type": "AgentMessage", "id": "msg_1", "content": [{"type": "Text", "text": FIRST}]}),
+        line("response_item", type="function_call", name="exec_command", call_id="call_1",
+             arguments=json.dumps({"cmd": CMD})),
+        done({"type": "CommandExecution", "id": "call_1", "command": ["/bin/bash", "-lc", CMD],
+              "cwd": "file:///w", "status": "completed", "aggregated_output": OUT,
+              "exit_code": 0}),
+        done({"type": "AgentMessage", "id": "msg_2", "content": [{"type": "Text", "text": LAST}]}),
+        line("event_msg", type="task_complete", turn_id="turn_1", last_agent_message=LAST),
+    ]
+
+
+def _opencode_transcript() -> list[tuple[str, Any]]:
+    """OpenCode's `event` rows: the bus conversation's durable events (no status, no
+    idle), the last message completed with its finish."""
+    events = [m for _, m in _opencode() if m["type"] not in ("session.status", "session.idle")]
+    events.append({"type": "message.updated", "properties": {"sessionID": "ses_1", "info": {
+        "id": "msg_b", "sessionID": "ses_1", "role": "assistant", "finish": "stop",
+        "time": {"created": 1, "completed": 3}}}})
+    return [("agent", {"table": "event", "row": {
+        "id": f"evt_{n}", "aggregate_id": "ses_1", "seq": n, "type": f"{e['type']}.1",
+        "data": json.dumps(e["properties"])}}) for n, e in enumerate(events)]
+
+
+def _claude_transcript() -> list[tuple[str, Any]]:
+    """Claude Code's session file: the stream's lines as rows (`sessionId`, the prompt
+    its own row, the final stop_reason), the turn ended by `turn_duration`."""
+    rows = []
+    for _, line in _claude_like("session_id", {"command": CMD}, "client")[1:-1]:
+        row = {k: v for k, v in line.items() if k not in ("session_id", "parent_tool_use_id")}
+        rows.append(("agent", {**row, "sessionId": "sess-1", "cwd": "/w"}))
+    rows[-1][1]["message"] = {**rows[-1][1]["message"], "stop_reason": "end_turn"}
+    rows.append(("agent", {"type": "system", "subtype": "turn_duration", "durationMs": 9,
+                           "sessionId": "sess-1"}))
+    return rows
+
+
+def _gemini_transcript() -> list[tuple[str, Any]]:
+    """Gemini CLI's chat file: the text written, then again with its tool call."""
+    first = {"id": "m1", "type": "gemini", "content": FIRST}
+    call = {"id": "call_1", "name": "run_shell_command", "args": {"command": CMD},
+            "status": "success", "resultDisplay": OUT}
+    return [("agent", r) for r in [
+        {"sessionId": "g1", "projectHash": "x", "startTime": "2026-01-01T00:00:00.000Z"},
+        {"id": "u1", "type": "user", "content": [{"text": PROMPT}]},
+        first, {**first, "toolCalls": [call]},
+        {"id": "u2", "type": "user", "content": [{"functionResponse": {
+            "id": "call_1", "name": "run_shell_command", "response": {"output": OUT}}}]},
+        {"id": "m2", "type": "gemini", "content": LAST},
+    ]]
+
+
 CONVERSATIONS = {
-    "claude": lambda: _claude_like("session_id", {"command": CMD}),
-    "amp": lambda: _claude_like("session_id", {"cmd": CMD}),
+    "claude": lambda: _claude_like("session_id", {"command": CMD}, "client"),
+    "amp": lambda: _claude_like("session_id", {"cmd": CMD}, "agent"),
     "codex": _codex,
     "codex-exec": _codex_exec,
     "opencode": _opencode,
     "acp": _acp,
     "gemini": _gemini,
+    "codex-transcript": _codex_transcript,
+    "opencode-transcript": _opencode_transcript,
+    "claude-transcript": _claude_transcript,
+    "gemini-transcript": _gemini_transcript,
 }
 
 
 def _essence(record: dict[str, Any]) -> tuple[Any, ...]:
     """A chat record without ids: what a reader sees."""
     t = record["type"]
+    if t == "user":
+        return (t, record["content"])
     if t == "text":
         return (t, record["accumulated"])
     if t == "tool_use":
@@ -284,21 +383,93 @@ def _essence(record: dict[str, Any]) -> tuple[Any, ...]:
     return (t,)
 
 
-def test_every_runtime_covers_the_equivalence_conversation():
-    from adapters import providers
-
-    assert set(CONVERSATIONS) == set(providers())
+def test_every_conversation_is_of_a_registered_runtime():
+    assert set(CONVERSATIONS) <= set(providers())
 
 
-@pytest.mark.parametrize("provider", sorted(CONVERSATIONS))
+@pytest.mark.parametrize("provider", providers())  # every registered runtime (topics.runtimes)
 def test_the_same_conversation_gives_the_same_chat_in_every_runtime(provider: str):
+    assert provider in CONVERSATIONS, (
+        f"no equivalence conversation for {provider}: add its native messages to CONVERSATIONS")
     records = [r for rs in chat_per_input(provider, "s", CONVERSATIONS[provider]()) for r in rs]
+    asked = [] if provider in NO_PROMPT else [("user", PROMPT)]
     assert [_essence(r) for r in records] == [
+        *asked,
         ("text", FIRST),
         ("tool_use", "Bash", CMD),
         ("tool_result", OUT, False),
         ("text", LAST),
-        ("done", LAST, LAST, False),
+        *([] if provider in NO_END else [("done", LAST, LAST, False)]),
     ]
     assert [r["seq"] for r in records] == list(range(1, len(records) + 1))
     assert len({r["event_id"] for r in records}) == len(records)
+
+
+# ---- the user's prompt, and only the user's ------------------------------------------
+
+
+def _claude_user(origin: str, text: str, **extra: Any) -> tuple[str, Any]:
+    return (origin, {"type": "user", "session_id": "sess-1", "parent_tool_use_id": None,
+                     "message": {"role": "user", "content": [{"type": "text", "text": text}]},
+                     **extra})
+
+
+def _codex_items(*items: dict[str, Any]) -> list[tuple[str, Any]]:
+    ids = {"threadId": "thr_1", "turnId": "turn_1"}
+    out: list[tuple[str, Any]] = [("agent", {"method": "turn/started", "params": {
+        "threadId": "thr_1", "turn": {"id": "turn_1", "status": "inProgress", "items": []}}})]
+    for item in items:
+        out += [("agent", {"method": "item/started", "params": {**ids, "item": item}}),
+                ("agent", {"method": "item/completed", "params": {**ids, "item": item}})]
+    return out
+
+
+def _opencode_user_parts(*parts: dict[str, Any]) -> list[tuple[str, Any]]:
+    sid = "ses_1"
+    info = {"id": "msg_u", "sessionID": sid, "role": "user", "time": {"created": 1}}
+    return [("agent", {"type": "message.updated", "properties": {"sessionID": sid, "info": info}}),
+            *[("agent", {"type": "message.part.updated", "properties": {"sessionID": sid, "part": {
+                "sessionID": sid, "messageID": "msg_u", "type": "text", **p}}}) for p in parts]]
+
+
+#: (runtime, native messages, the user records' content, every user_message's author)
+PROMPTS = [
+    # Claude Code writes its own user lines (an interrupt notice), a subagent's prompt
+    # (parent_tool_use_id) and synthetic ones: none is what the user asked
+    ("claude", [_claude_user("client", "Tidy up."),
+                _claude_user("agent", "[Request interrupted by user]", uuid="u1"),
+                _claude_user("agent", "Find config.toml", uuid="u2",
+                             parent_tool_use_id="toolu_task"),
+                _claude_user("client", "Summary of the conversation.", isSynthetic=True)],
+     ["Tidy up."], ["user", "runtime", "agent", "runtime"]),
+    # Amp echoes the prompt itself; a subagent's prompt is still not the user's
+    ("amp", [_claude_user("agent", "Tidy up."),
+             _claude_user("agent", "Find config.toml", parent_tool_use_id="toolu_task")],
+     ["Tidy up."], ["user", "agent"]),
+    ("codex", _codex_items(
+        {"type": "userMessage", "id": "u_1", "content": [{"type": "text", "text": "Tidy up."}]},
+        {"type": "hookPrompt", "id": "h_1", "fragments": [{"text": "Remember the style guide."}]}),
+     ["Tidy up."], ["user", "hook"]),
+    # OpenCode flags the text it adds to the user's message (a file's content) synthetic
+    ("opencode", _opencode_user_parts({"id": "prt_1", "text": "Tidy up."},
+                                      {"id": "prt_2", "text": "<file>a.txt</file>",
+                                       "synthetic": True}),
+     ["Tidy up."], ["user", "runtime"]),
+]
+
+
+@pytest.mark.parametrize(("provider", "messages", "shown", "authors"), PROMPTS,
+                         ids=[p for p, *_ in PROMPTS])
+def test_the_chat_shows_what_the_user_asked_and_never_an_injected_prompt(
+        provider: str, messages: list[tuple[str, Any]], shown: list[str], authors: list[str]):
+    from tests.adapters.harness import Stored
+
+    events = Stored(provider, capture_lines(messages)).events
+    assert [e.payload.author for e in events if e.__struct_config__.tag == "item.completed"
+            and e.payload.itemType == "user_message"] == authors
+    records = [r for rs in chat_per_input(provider, "s", messages) for r in rs]
+    users = [r for r in records if r["type"] == "user"]
+    assert [r["content"] for r in users] == shown
+    # the same record shape for every runtime
+    assert all(set(r) == {"type", "session_id", "provider", "seq", "event_id",
+                          "source_event_id", "turn_id", "content", "item_id"} for r in users)

@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapters import claude, get
+from adapters import get
+from adapters.claude import translator as claude
 from tests.adapters.harness import (
     GOLDENS,
     SHARED,
@@ -419,12 +420,12 @@ _json = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_siz
                 min_size=1, max_size=6),
        st.sampled_from(["claude", "amp"]))
 def test_any_message_translates_or_is_a_malformed_record(messages, provider):
-    from adapters import AdapterError, new_session, translate_record
+    from adapters import MalformedRecord, new_session, translate_record
     t = get(provider)
     session = new_session(t)
     for n, line in enumerate(capture_lines(messages), 1):
         session, _, failures = translate_record(t, session, "s", [line], offset=n)
-        assert all(isinstance(f.error, AdapterError) for f in failures)
+        assert all(isinstance(f.error, MalformedRecord) for f in failures), failures
 
 
 def test_a_long_stream_keeps_the_session_small_and_completes_its_items_whole():

@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from adapters import Line, MemorySpool, Session, get, new_session, translate_record
-from adapters import codex as adapter
-from adapters.base import AdapterError, canonical_id
+from adapters.codex import translator as adapter
+from adapters.core import AdapterError, MalformedRecord, canonical_id
 from tests.adapters.harness import (
     GOLDENS,
     SHARED,
@@ -806,5 +806,7 @@ def test_schema_generated_conversations_translate_without_failure_or_warning(onl
 def test_any_message_translates_or_raises_adapter_error(origin: str, msg: dict[str, Any]):
     translator = get("codex")
     lines = [Line(json.dumps(msg).encode(), origin)]  # type: ignore[arg-type]
-    # translate_record turns every AdapterError into a failure; anything else escapes
-    translate_record(translator, new_session(translator), "s1", lines, offset=0)
+    # translate_record turns every AdapterError into a failure; anything else escapes,
+    # and bad input is a MalformedRecord (an InternalError would be canonflow's bug)
+    _, _, failures = translate_record(translator, new_session(translator), "s1", lines, offset=0)
+    assert all(isinstance(f.error, MalformedRecord) for f in failures), failures

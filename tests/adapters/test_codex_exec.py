@@ -10,7 +10,7 @@ import msgspec
 import pytest
 
 from adapters import Line
-from adapters.base import UNSET
+from adapters.core import UNSET
 from tests.adapters.harness import (
     SHARED,
     Stored,
@@ -99,7 +99,7 @@ def test_a_new_turn_closes_an_unfinished_one_as_interrupted():
     assert states == ["interrupted", "completed"]
 
 
-# ---- a long command output: a bounded session, the output spooled (adapters.base) -----
+# ---- a long command output: a bounded session, the output spooled (adapters.core.emitter) -----
 
 
 def _long_command(chunks: list[str]) -> Iterator[Line]:

@@ -1,7 +1,8 @@
 """The compiled build (`make compiled`, mypyc) translates exactly like the source.
 
-The translator modules are built with mypyc into a copy of the project, and the same
-inputs go through that copy and through a pure-Python copy, each in a process of its
+The translator modules are built with mypyc into a copy of the project (or the tree's
+own build is copied there, when `make` has just made it), and the same inputs go
+through that copy and through a pure-Python copy, each in a process of its
 own: every captured conversation as recorded, then again with about a third of its
 lines damaged (fields removed, nulled, or given another type). Both builds must give
 the same canonical events and the same failures, byte for byte. Compiled code checks
@@ -16,6 +17,7 @@ import importlib.util
 import json
 import os
 import random
+import runpy
 import shutil
 import subprocess
 import sys
@@ -27,6 +29,7 @@ import pytest
 
 from adapters import Line, stale_extensions
 from tests.adapters.harness import read_capture
+from topics.runtimes import RUNTIMES
 
 ROOT = Path(__file__).resolve().parents[2]
 CAPTURED = ROOT / "tests" / "fixtures" / "captured"
@@ -120,6 +123,23 @@ def _copy_project(dest: Path) -> Path:
     return dest
 
 
+def _copy_fresh_build(dest: Path) -> bool:
+    """Copy the tree's mypyc extensions into `dest` when they are newer than setup.py and
+    every adapter source: `make test` has just built them (`make compiled`) with the same
+    setup.py, so a second build would only spend minutes of compiler time. False when
+    there is no such build (interpreted, or a source edited since): build then."""
+    extensions = sorted((ROOT / "adapters").rglob("*.so"))
+    if not extensions:
+        return False
+    built = max(p.stat().st_mtime for p in extensions)
+    sources = [ROOT / "setup.py", *(ROOT / "adapters").rglob("*.py")]
+    if any(p.stat().st_mtime > built for p in sources):
+        return False
+    for p in extensions:
+        shutil.copy2(p, dest / p.relative_to(ROOT))
+    return True
+
+
 def _translate(project: Path, inputs: Path) -> tuple[str, list[Outcome]]:
     proc = subprocess.run([sys.executable, "-c", CHILD, str(inputs)], cwd=project,
                           env={"PYTHONPATH": str(project), "PATH": "/usr/bin:/bin"},
@@ -140,15 +160,21 @@ def test_the_compiled_build_gives_the_same_events_and_failures_as_the_source(tmp
 
     pure = _copy_project(tmp_path / "pure")
     compiled = _copy_project(tmp_path / "compiled")
-    built = subprocess.run(
-        [sys.executable, "setup.py", "--quiet", "build_ext", "--inplace", "--parallel", "2"],
-        cwd=compiled, env={"CANONFLOW_COMPILE": "1", "PATH": "/usr/bin:/bin",
-                           "HOME": str(tmp_path)},
-        capture_output=True, timeout=600)
-    assert built.returncode == 0, built.stderr.decode()[-3000:]
-    assert sorted(p.name.split(".")[0] for p in (compiled / "adapters").glob("*.so")) == [
-        "acp", "amp", "base", "claude", "codex", "codex_exec", "compiled__mypyc", "gemini",
-        "ids", "opencode", "tools"]
+    if not _copy_fresh_build(compiled):
+        built = subprocess.run(
+            [sys.executable, "setup.py", "--quiet", "build_ext", "--inplace", "--parallel", "2"],
+            cwd=compiled, env={"CANONFLOW_COMPILE": "1", "PATH": "/usr/bin:/bin",
+                               "HOME": str(tmp_path)},
+            capture_output=True, timeout=600)
+        assert built.returncode == 0, built.stderr.decode()[-3000:]
+    built_modules = sorted(str(p.relative_to(compiled).with_name(p.name.split(".")[0]))
+                           for p in (compiled / "adapters").rglob("*.so"))
+    # setup.py's list: the conversation core but its structs, every runtime's translator
+    wanted = runpy.run_path(str(ROOT / "setup.py"), run_name="setup")["compiled"](RUNTIMES)
+    assert "adapters/core/contract.py" not in wanted and len(wanted) > len(RUNTIMES)
+    assert all(f"{r.package.replace('.', '/')}/translator.py" in wanted for r in RUNTIMES)
+    assert built_modules == sorted([*(m.removesuffix(".py") for m in wanted),
+                                    "adapters/compiled__mypyc"])
 
     build_p, out_p = _translate(pure, inputs)
     build_c, out_c = _translate(compiled, inputs)
@@ -163,15 +189,17 @@ def test_the_compiled_build_gives_the_same_events_and_failures_as_the_source(tmp
 
 
 def test_a_source_edited_after_its_extension_was_built_is_reported(tmp_path):
-    (tmp_path / "codex.py").write_text("")
-    (tmp_path / "acp.py").write_text("")  # never compiled: not stale
-    shim = tmp_path / "codex.cpython-311-x86_64-linux-gnu.so"  # only loads the group
+    (tmp_path / "codex").mkdir()
+    source = tmp_path / "codex" / "translator.py"
+    source.write_text("")
+    (tmp_path / "codex" / "state.py").write_text("")  # never compiled: not stale
+    shim = tmp_path / "codex" / "translator.cpython-311-x86_64-linux-gnu.so"  # loads the group
     group = tmp_path / "compiled__mypyc.cpython-311-x86_64-linux-gnu.so"  # the code
     shim.write_bytes(b"")
     group.write_bytes(b"")
     os.utime(shim, (1_000, 1_000))
-    os.utime(tmp_path / "codex.py", (2_000, 2_000))
+    os.utime(source, (2_000, 2_000))
     os.utime(group, (3_000, 3_000))
     assert stale_extensions(tmp_path) == []
-    os.utime(tmp_path / "codex.py", (4_000, 4_000))
-    assert stale_extensions(tmp_path) == ["codex.py"]
+    os.utime(source, (4_000, 4_000))
+    assert stale_extensions(tmp_path) == ["codex/translator.py"]

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from adapters import (
-    AdapterError,
+    InternalError,
     Line,
     MalformedRecord,
     Session,
@@ -65,7 +65,7 @@ def check(provider: str, lines: list[Line]) -> None:
         before = session.state
         session, events, failures = translate_record(t, session, "s", [line], offset=n)
         for f in failures:
-            assert isinstance(f.error, AdapterError)
+            assert isinstance(f.error, MalformedRecord), f.error  # never an InternalError
             assert session.state == before
         for e in events:
             assert decode_event(encode_event(e)) == e
@@ -97,7 +97,7 @@ def test_random_json_of_known_types_translates_or_raises_adapter_error(
 
 
 # The payload check decodes a payload's JSON into a twin type whose `Any` values are
-# skipped (adapters.base._check_type): it must accept and reject exactly what the
+# skipped (adapters.core.record._check_type): it must accept and reject exactly what the
 # payload's own type does, whatever a translator put into any field.
 
 def _payload_types() -> list[type]:
@@ -125,7 +125,7 @@ _JSON_ISH = st.recursive(
 @given(data=st.data())
 def test_the_payload_check_rejects_exactly_what_the_payload_type_rejects(cls: type,
                                                                          data: st.DataObject):
-    from adapters.base import _check_payload
+    from adapters.core.record import _check_payload
 
     fields = msgspec.structs.fields(cls)
     values = {f.name: data.draw(_JSON_ISH) for f in fields
@@ -180,3 +180,52 @@ def test_one_record_of_many_bad_or_unknown_lines_emits_a_bounded_amount(provider
     assert len(events) < 40 and len(warnings) <= 33
     if len(warnings) == 33:  # the adapter warns about each unknown message
         assert sum(warnings[-1].payload.detail["nativeTypes"].values()) == 5_000 - 32
+
+
+# ---- one error boundary: bad input, or canonflow's own failure --------------------------
+
+
+def test_a_message_of_the_wrong_shape_is_bad_input():
+    """A shape the translator checks (codex-exec's item must be an object with an id)
+    fails as MalformedRecord, and the session goes on."""
+    t = get("codex-exec")
+    lines = [Line(b'{"type":"item.started","item":"not an object"}', "agent"),
+             Line(b'{"type":"turn.started"}', "agent")]
+    session, events, failures = translate_record(t, new_session(t), "s", lines, offset=1)
+    [f] = failures
+    assert f.line == 0 and type(f.error) is MalformedRecord
+    assert [e.__struct_config__.tag for e in events] == ["turn.started"]
+
+
+def test_an_exception_out_of_a_translator_is_an_internal_error_with_its_trace(monkeypatch):
+    """A KeyError in adapter code is canonflow's bug: an InternalError naming the
+    exception (never a file: compiled and interpreted say the same), with the trace;
+    the line's events are dropped, the state is the one before it, the next lines go on."""
+    t = get("codex-exec")
+    real = t.translate
+
+    def buggy(state: Any, msg: Any, out: Any) -> Any:
+        if msg.obj.get("type") == "turn.started":
+            out.emit(*_a_warning())  # emitted before the bug: must not leave
+            return {}["missing"]
+        return real(state, msg, out)
+
+    monkeypatch.setattr(t, "translate", buggy)
+    lines = [Line(b'{"type":"thread.started","thread_id":"t1"}', "agent"),
+             Line(b'{"type":"turn.started"}', "agent"),
+             Line(b'{"type":"turn.failed","error":{"message":"x"}}', "agent")]
+    session, events, failures = translate_record(t, new_session(t), "s", lines, offset=1)
+    [f] = failures
+    assert f.line == 1 and isinstance(f.error, InternalError)
+    assert f.error.cause == "KeyError" and "Traceback" in f.error.trace
+    assert "buggy" in f.error.trace and ".py" not in str(f.error)
+    assert str(f.error).startswith("internal error in the codex-exec adapter on message "
+                                   "'turn.started' (a canonflow bug, not bad input): KeyError")
+    assert "runtime.warning" not in [e.__struct_config__.tag for e in events]
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+
+
+def _a_warning() -> tuple[Any, Any]:
+    from topics.canonical import RuntimeWarningEvent, RuntimeWarningPayload
+
+    return RuntimeWarningEvent, RuntimeWarningPayload(message="before the bug")

@@ -463,8 +463,8 @@ def test_adapter_docstring_table_names_every_verified_release(provider: str):
     """Each adapter's docstring has a table row per runtime, `| `<runtime>` ... |`, that
     names every release its recordings verify."""
     # from the source: a module compiled with mypyc (make's default) keeps no docstring
-    name = get(provider).__name__.rsplit(".", 1)[-1]  # type: ignore[attr-defined]
-    source = Path(adapters.__file__).parent / f"{name}.py"
+    package = get(provider).__name__.split(".")[1:]  # type: ignore[attr-defined]
+    source = Path(adapters.__file__).parent.joinpath(*package) / "translator.py"
     doc = ast.get_docstring(ast.parse(source.read_text(encoding="utf-8"))) or ""
     missing = []
     for runtime, releases in sorted(verified_releases()[provider].items()):

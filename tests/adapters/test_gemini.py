@@ -10,8 +10,9 @@ from typing import Any
 import msgspec
 import pytest
 
-from adapters import Line, MemorySpool, gemini, new_session, translate_record
-from adapters.base import UNSET
+from adapters import Line, MemorySpool, new_session, translate_record
+from adapters.core import UNSET
+from adapters.gemini import translator as gemini
 from tests.adapters.harness import (
     Stored,
     assert_envelope_invariants,
@@ -211,7 +212,7 @@ def test_gemini_and_acp_give_the_same_chat_view():
     assert _chat(events_of(run_whole("acp", acp))) == want
 
 
-# ---- a long reply: a bounded session, the text spooled (adapters.base) ---------------
+# ---- a long reply: a bounded session, the text spooled (adapters.core.emitter) ---------------
 
 
 def test_a_long_reply_keeps_the_session_small_and_completes_whole():

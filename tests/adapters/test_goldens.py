@@ -42,3 +42,12 @@ def test_every_golden_output_has_its_input():
 
 def test_goldens_exist():
     assert CASES, "no golden inputs found"
+
+
+def test_every_registered_runtime_has_goldens_and_every_golden_a_runtime():
+    from adapters import providers
+
+    dirs = {p.parent.name for p in CASES}
+    missing = [p for p in providers() if p not in dirs]
+    assert not missing, f"no goldens for {missing}: add tests/adapters/goldens/<provider>/"
+    assert dirs <= set(providers()), f"goldens of unregistered runtimes: {dirs - set(providers())}"

@@ -14,13 +14,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from adapters import (
-    AdapterError,
+    MalformedRecord,
     Session,
     get,
     new_session,
-    opencode,
     translate_record,
 )
+from adapters.opencode import translator as opencode
 from tests.adapters.harness import (
     SHARED,
     Stored,
@@ -462,7 +462,7 @@ def test_any_message_translates_or_is_reported_malformed(messages):
     for n, (kind, props) in enumerate(messages, 1):
         line = capture_lines([("agent", {"type": kind, "properties": props})])
         session, events, failures = translate_record(t, session, "s1", line, offset=n)
-        assert all(isinstance(f.error, AdapterError) for f in failures)
+        assert all(isinstance(f.error, MalformedRecord) for f in failures), failures
         assert all(decode_event(encode_event(e)) == e for e in events)
         assert codec.decode(msgspec.msgpack.encode(session)) == session
 

@@ -1,4 +1,4 @@
-"""The conversation core's streams (adapters.base.Emitter, "Streams"): lengths and a
+"""The conversation core's streams (adapters.core.emitter.Emitter, "Streams"): lengths and a
 digest in the session, the bytes in a spool, a cap with a head and a moving tail."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import msgspec
 import pytest
 
 from adapters import MemorySpool, Session
-from adapters.base import Emitter
-from adapters.contract import Stream
+from adapters.core.contract import Stream
+from adapters.core.emitter import Emitter
 
 
 def emitter(spool: MemorySpool, streams: dict[str, Stream] | None = None, cap: int = 1 << 20

@@ -1,7 +1,7 @@
 """deploy/grafana/canonflow.json: every panel queries the provisioned Prometheus, and
 every metric (and label) a query names is one the worker exports.
 
-The exported metrics come from the worker's metric registry (`pipeline.metrics`), the
+The exported metrics come from the worker's metric registry (`pipeline.ops.metrics`), the
 same definitions /metrics renders; tests/pipeline/test_metrics.py checks on a real
 worker that its /metrics declares exactly those names.
 """
@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from pipeline.fleet import FleetGauges
-from pipeline.metrics import Histogram, Metric, WorkerMetrics, metric_names
+from pipeline.ops.metrics import Histogram, Metric, WorkerMetrics
+from pipeline.worker.fleet import FleetGauges, metric_names
 from tests.deploy.files import DASHBOARD
 
 #: Labels Prometheus adds to every scraped series.

@@ -94,13 +94,22 @@ def test_installs_the_project_from_pyproject_like_the_readme(instructions):
     assert env.get("PIP_CONSTRAINT", "").endswith("deploy/constraints.txt")
 
 
+def _top_packages(packages: object) -> set[str]:
+    """The top-level packages pyproject names: a list, or `find`'s include patterns
+    (`adapters*` takes adapters and its subpackages)."""
+    if isinstance(packages, list):
+        return {p.split(".")[0] for p in packages}
+    assert isinstance(packages, dict) and "find" in packages, packages
+    return {p.rstrip("*").split(".")[0] for p in packages["find"]["include"]}
+
+
 def test_copies_what_the_build_needs_and_the_dockerignore_lets_it_through(instructions):
     copies = [i.json_or_words() for i in instructions
               if i.keyword == "COPY" and "--from" not in i.args]
     sources = {s.rstrip("/") for words in copies for s in words[:-1] if not s.startswith("--")}
     project = pyproject()
     needed = {"pyproject.toml", project["project"]["readme"], "deploy/constraints.txt",
-              *project["tool"]["setuptools"]["packages"]}
+              *_top_packages(project["tool"]["setuptools"]["packages"])}
     assert needed <= sources, needed - sources
     for source in sources:
         assert (ROOT / source).exists(), source

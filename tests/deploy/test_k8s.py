@@ -12,8 +12,8 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
+from pipeline.ops.web import AllowedHosts
 from pipeline.settings import Settings, from_env
-from pipeline.web import AllowedHosts
 from tests.deploy.files import K8S, dockerfile, k8s_objects, load_yaml, pyproject
 
 #: The oldest Kubernetes minor still widely run, and the newest the schemas know.

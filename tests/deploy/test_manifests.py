@@ -1,4 +1,4 @@
-"""Strimzi KafkaTopic resources generated from the catalog (pipeline.manifests), and the
+"""Strimzi KafkaTopic resources generated from the catalog (pipeline.tools.manifests), and the
 committed deploy/k8s/topics.yaml."""
 
 from __future__ import annotations
@@ -10,8 +10,13 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from pipeline import manifests
-from pipeline.manifests import resource_name, strimzi_manifests, strimzi_topics, topics_manifest
+from pipeline.tools import manifests
+from pipeline.tools.manifests import (
+    resource_name,
+    strimzi_manifests,
+    strimzi_topics,
+    topics_manifest,
+)
 from tests.deploy.files import K8S, load_yaml, load_yaml_all
 from topics.catalog import CATALOG, TopicSpec, changelog_topics
 

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from pipeline.broker import EmbeddedBroker
-from pipeline.kafka_io import follow
+from pipeline.cluster.broker import EmbeddedBroker
 from pipeline.settings import Settings
-from pipeline.worker import WorkerProcess, embedded_settings, ensure_topics
+from pipeline.tools.kafka_io import follow
+from pipeline.worker.process import WorkerProcess, embedded_settings, ensure_topics
 
 _app_ids = itertools.count()
 

@@ -21,14 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from adapters import Line, MemorySpool, get, new_session, split_lines, translate_record
-from pipeline.bench import Session as BenchSession
-from pipeline.bench import build_workload, records_of
-from pipeline.broker import EmbeddedBroker
-from pipeline.kafka_io import RawRecord
-from pipeline.redact import Redactor
-from pipeline.replay import ChatView
+from pipeline.cluster.broker import EmbeddedBroker
+from pipeline.privacy.redact import Redactor
 from pipeline.settings import Settings
-from pipeline.worker import WorkerProcess, embedded_settings, ensure_topics
+from pipeline.tools.bench import Session as BenchSession
+from pipeline.tools.bench import build_workload, records_of
+from pipeline.tools.kafka_io import RawRecord
+from pipeline.tools.replay import ChatView
+from pipeline.worker.process import WorkerProcess, embedded_settings, ensure_topics
 from topics.canonical import decode_event
 from topics.catalog import CANONICAL_TOPIC, CHAT_TOPIC, DEADLETTER_TOPIC, raw_topic
 from topics.chat import encode_chat
@@ -169,7 +169,7 @@ def expected_canonical(work: list[Work]) -> dict[str, list[dict[str, Any]]]:
 
 
 def expected_chat(canonical: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
-    """pipeline.replay.ChatView over the expected canonical events of each session."""
+    """pipeline.tools.replay.ChatView over the expected canonical events of each session."""
     out: dict[str, list[dict[str, Any]]] = {}
     for sid, events in canonical.items():
         view = ChatView()
@@ -200,7 +200,7 @@ class Producer:
     async def run(self) -> None:
         from aiokafka import AIOKafkaProducer
 
-        from pipeline.admin import kafka_client_kwargs
+        from pipeline.cluster.admin import kafka_client_kwargs
 
         producer = AIOKafkaProducer(**kafka_client_kwargs(self.settings), acks="all",
                                     linger_ms=5)
@@ -227,7 +227,7 @@ async def produce_records(settings: Settings, items: list[tuple[str, bytes | Non
     order whatever their keys; returns their RecordMetadata (partition, offset)."""
     from aiokafka import AIOKafkaProducer
 
-    from pipeline.admin import kafka_client_kwargs
+    from pipeline.cluster.admin import kafka_client_kwargs
 
     producer = AIOKafkaProducer(**kafka_client_kwargs(settings), acks="all")
     await producer.start()
@@ -258,7 +258,7 @@ class Observer:
     async def start(self) -> Observer:
         from aiokafka import AIOKafkaConsumer
 
-        from pipeline.admin import kafka_client_kwargs
+        from pipeline.cluster.admin import kafka_client_kwargs
 
         consumer = AIOKafkaConsumer(*self.topics, **kafka_client_kwargs(self.settings),
                                     group_id=None, auto_offset_reset="earliest",
@@ -370,7 +370,7 @@ class Workers:
 def entry_type(table: str) -> Any:
     """The stored value type of a `sessions.<provider>` table."""
     from adapters import get
-    from pipeline.normalize import SessionEntry
+    from pipeline.worker.normalize import SessionEntry
 
     return SessionEntry[get(table[len("sessions."):]).state_type]  # type: ignore[misc]
 
@@ -384,7 +384,7 @@ async def stored_state(settings: Settings) -> dict[tuple[str, str], dict[str, An
     from aiokafka import AIOKafkaConsumer
     from aiokafka.admin import AIOKafkaAdminClient
 
-    from pipeline.admin import kafka_client_kwargs
+    from pipeline.cluster.admin import kafka_client_kwargs
 
     admin = AIOKafkaAdminClient(**kafka_client_kwargs(settings))
     await admin.start()
@@ -433,7 +433,7 @@ async def committed(settings: Settings, topics: list[str]) -> dict[tuple[str, in
     decode Tansu's OffsetFetch answer.)"""
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
-    from pipeline.admin import kafka_client_kwargs
+    from pipeline.cluster.admin import kafka_client_kwargs
 
     consumer = AIOKafkaConsumer(**kafka_client_kwargs(settings), group_id=settings.app_id,
                                 enable_auto_commit=False)

@@ -10,7 +10,7 @@ from typing import Any
 
 import msgspec
 
-from pipeline.redact import MASK, Redactor, mask, secret_member, spans_of
+from pipeline.privacy.redact import MASK, Redactor, mask, secret_member, spans_of
 
 _TEXT = MASK.decode()
 

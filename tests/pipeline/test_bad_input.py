@@ -28,10 +28,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from msgspec import UNSET
 
-from adapters import AdapterError, Line, MemorySpool, get, new_session, providers, translate_record
-from pipeline.kafka_io import RawRecord
-from pipeline.normalize import Normalizer
-from pipeline.replay import parse_line
+from adapters import (
+    Line,
+    MalformedRecord,
+    MemorySpool,
+    get,
+    new_session,
+    providers,
+    translate_record,
+)
+from pipeline.tools.kafka_io import RawRecord
+from pipeline.tools.replay import parse_line
+from pipeline.worker.normalize import Normalizer
 from tests.pipeline.faults import (
     BASE_T,
     CAPTURED,
@@ -298,7 +306,8 @@ def _at(obj: Any, path: tuple[Any, ...]) -> Any:
 def _translate(provider: str, lines: list[Line], *, validate: bool = False
                ) -> tuple[list[bytes], list[int], Any]:
     """Each line as its own record: (encoded events, indexes of failed lines, session).
-    Anything but an AdapterError escapes and fails the test; with `validate`, every
+    Anything but an AdapterError escapes and fails the test, and so does an InternalError
+    (bad input is a MalformedRecord, never canonflow's fault); with `validate`, every
     event must also decode back under the canonical schema."""
     t = get(provider)
     session, events, failed, spool = new_session(t), [], [], MemorySpool()
@@ -306,7 +315,7 @@ def _translate(provider: str, lines: list[Line], *, validate: bool = False
         session, evs, failures = translate_record(t, session, "fuzz", [line], offset=n,
                                                   spool=spool)
         for f in failures:
-            assert isinstance(f.error, AdapterError), f.error
+            assert isinstance(f.error, MalformedRecord), f.error
             failed.append(n)
         encoded = [encode_event(e) for e in evs]
         if validate:

@@ -10,8 +10,8 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from pipeline.bench import BenchError
-from pipeline.bench_long import (
+from pipeline.tools.bench import BenchError
+from pipeline.tools.bench_long import (
     LONG_PROVIDERS,
     RECORD_BUDGET,
     WHOLE_MAX,

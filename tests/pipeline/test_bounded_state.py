@@ -10,10 +10,10 @@ import time
 
 import pytest
 
-from pipeline.bench import _changelogs, _produce_all, _rss_mb
-from pipeline.kafka_io import RawRecord, follow, produce
-from pipeline.normalize import Normalizer
-from pipeline.worker import WorkerProcess
+from pipeline.tools.bench import _changelogs, _produce_all, _rss_mb
+from pipeline.tools.kafka_io import RawRecord, follow, produce
+from pipeline.worker.normalize import Normalizer
+from pipeline.worker.process import WorkerProcess
 from tests.pipeline.conftest import decoded, read_topic
 from topics.catalog import CANONICAL_TOPIC, CHAT_TOPIC
 

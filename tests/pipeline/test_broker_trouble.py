@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from pipeline.broker import EmbeddedBroker, free_port
-from pipeline.kafka_io import produce, records_from_file
+from pipeline.cluster.broker import EmbeddedBroker, free_port
 from pipeline.settings import Settings
-from pipeline.tables import REBUILT
-from pipeline.worker import WAITING, WorkerProcess, embedded_settings, ensure_topics
+from pipeline.tools.kafka_io import produce, records_from_file
+from pipeline.worker.faust_door import REBUILT
+from pipeline.worker.process import WAITING, WorkerProcess, embedded_settings, ensure_topics
 from tests.pipeline.test_metrics import (
     CAPTURE,
     health,

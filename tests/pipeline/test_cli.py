@@ -66,7 +66,7 @@ def test_topics_check_finds_no_drift_on_the_catalog_topics_and_finds_a_partition
     check` expects; a deployment of another partition count is told apart."""
     import asyncio
 
-    from pipeline.admin import check_topics, wanted
+    from pipeline.cluster.admin import check_topics, wanted
     from topics.catalog import CANONICAL_TOPIC, CHAT_TOPIC, topic
 
     assert asyncio.run(check_topics(settings)) == []

@@ -29,10 +29,10 @@ from typing import Any
 
 import pytest
 
-from pipeline.kafka_io import RawRecord
-from pipeline.normalize import BatchSpool, Normalizer
-from pipeline.replay import parse_line
 from pipeline.settings import Settings
+from pipeline.tools.kafka_io import RawRecord
+from pipeline.tools.replay import parse_line
+from pipeline.worker.normalize import BatchSpool, Normalizer
 from tests.pipeline.faults import (
     BASE_T,
     CAPTURED,
@@ -287,7 +287,7 @@ def test_records_translated_again_from_the_state_before_them_give_the_same_outpu
     so consumers drop them as duplicates. The chat projection's state is part of the
     session's table value, so it can never be ahead of, or behind, the translation.
 
-    The items table follows the worker's order (pipeline.app): a batch's spooled chunks
+    The items table follows the worker's order (pipeline.worker.app): a batch's spooled chunks
     are delivered with its output, the chunks it dropped only after its states; so the
     crashed run's chunks are kept and its drops are not."""
     if conversation == "text":

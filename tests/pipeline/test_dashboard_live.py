@@ -23,10 +23,10 @@ from typing import Any
 
 import pytest
 
-from pipeline.broker import free_port, stop_process
-from pipeline.kafka_io import RawRecord, produce, records_from_file
+from pipeline.cluster.broker import free_port, stop_process
 from pipeline.settings import Settings
-from pipeline.worker import WorkerProcess
+from pipeline.tools.kafka_io import RawRecord, produce, records_from_file
+from pipeline.worker.process import WorkerProcess
 from tests.deploy import promdash
 from tests.deploy.files import DASHBOARD
 from tests.pipeline.test_metrics import health, wait_for

@@ -6,7 +6,7 @@ import re
 import subprocess
 import sys
 
-from pipeline.demo import samples
+from pipeline.tools.demo import samples
 from topics.catalog import PROVIDERS
 
 

@@ -15,11 +15,11 @@ from typing import Any
 import msgspec
 import pytest
 
-from pipeline import fleet
-from pipeline.broker import EmbeddedBroker
-from pipeline.fleet import FleetSession, contributions, usage_tokens, window_starts
-from pipeline.kafka_io import RawRecord, follow, produce, records_from_file
-from pipeline.metrics import OTHER
+from pipeline.cluster.broker import EmbeddedBroker
+from pipeline.ops.metrics import OTHER
+from pipeline.tools.kafka_io import RawRecord, follow, produce, records_from_file
+from pipeline.worker import fleet
+from pipeline.worker.fleet import FleetSession, contributions, window_starts
 from tests.pipeline.test_metrics import (
     CAPTURED,
     Exposition,
@@ -44,22 +44,29 @@ MINUTE = 60_000
 # ---- the rules -----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("usage, tokens", [
-    ({"input_tokens": 1200, "cache_read_input_tokens": 9, "output_tokens": 84}, (1200, 84)),
-    ({"total": {"inputTokens": 2400, "outputTokens": 80},
-      "last": {"inputTokens": 1200, "outputTokens": 40}}, (1200, 40)),
-    ({"total": {"inputTokens": 2400, "outputTokens": 80}}, (2400, 80)),
-    ({"input": 500, "output": 9, "reasoning": 0}, (500, 9)),
-    ({"token_count": {"input_tokens": 2400, "output_tokens": 80},
-      "model_usage": [{"model": "m", "token_count": {"input_tokens": 1}}]}, (2400, 80)),
-    ({"total_tokens": 3720, "input_tokens": 3600, "output_tokens": 120, "input": 3600},
-     (3600, 120)),
-    ({"prompt_tokens": 7, "completion_tokens": 3}, (7, 3)),
-    (None, (0, 0)),
-    ({"input_tokens": True, "output_tokens": "12"}, (0, 0)),
-])
-def test_tokens_are_read_from_every_runtimes_usage_shape(usage, tokens):
-    assert usage_tokens(usage) == tokens
+def test_tokens_are_counted_from_the_typed_usage_only():
+    """The fleet reads `tokens` (topics.usage.TokenUsage: input includes cached input),
+    never the runtime's own `usage`: a turn with native usage alone counts no tokens."""
+    s = FleetSession()
+    typed = {"input": 1209, "cachedInput": 9, "cacheWrite": 0, "output": 84,
+             "reasoningOutput": 0, "total": 1293}
+    assert contributions(_event("turn.completed", state="completed", tokens=typed), s, 0) == [
+        ("turnsCompleted", 1), ("tokensIn", 1209), ("tokensOut", 84)]
+    assert contributions(_event("turn.completed", state="completed",
+                                usage={"input_tokens": 1200, "output_tokens": 84}), s, 0) == [
+        ("turnsCompleted", 1)]
+
+
+def test_cost_is_the_typed_cost_and_an_unpriced_turn_costs_nothing():
+    s = FleetSession()
+    assert contributions(_event("turn.completed", state="completed", totalCostUsd=0.25,
+                                cost={"source": "provider", "usd": 0.25}), s, 0) == [
+        ("turnsCompleted", 1), ("costUsd", 0.25)]
+    assert contributions(_event("turn.completed", state="completed",
+                                cost={"source": "unpriced", "model": "m"}), s, 0) == [
+        ("turnsCompleted", 1)]
+    assert contributions(_event("turn.completed", state="completed", totalCostUsd=0.25),
+                         s, 0) == [("turnsCompleted", 1)]
 
 
 def test_a_minute_belongs_to_one_tumbling_and_five_hopping_windows():
@@ -71,7 +78,7 @@ def test_a_minute_belongs_to_one_tumbling_and_five_hopping_windows():
 
 
 def _event(t: str, request_id: str | None = None, **payload: Any) -> Any:
-    from pipeline.fleet import _decode_event
+    from pipeline.worker.fleet import _decode_event
 
     return _decode_event(json.dumps({"type": t, "provider": "p", "requestId": request_id,
                                      "payload": payload}))
@@ -83,13 +90,20 @@ def test_approvals_count_denials_and_the_time_to_decision():
                          session, 1_000) == [("approvalsRequested", 1)]
     assert session.pending == {"r1": 1_000}
     out = contributions(_event("request.resolved", "r1", requestType="file_change_approval",
-                               decision="reject_once"), session, 4_500)
+                               decision="reject_once", outcome="decline"), session, 4_500)
     assert out == [("approvalsResolved", 1), ("approvalsDenied", 1), ("approvalDecisions", 1),
                    ("approvalDecisionMsSum", 3_500), ("approvalDecisionMsMax", 3_500)]
     assert session.pending == {}
     # a decision whose opening was not seen is counted, not timed; questions are no approvals
     assert contributions(_event("request.resolved", "r2", requestType="exec_command_approval",
-                                decision="accept"), session, 5_000) == [("approvalsResolved", 1)]
+                                decision="accept", outcome="accept"), session, 5_000) \
+        == [("approvalsResolved", 1)]
+    # denied is the normalised outcome, whatever the runtime's word: a cancel too, and a
+    # native "deny" without an outcome counts as no denial
+    for outcome, denied in (("cancel", True), ("accept_for_session", False), (None, False)):
+        out = contributions(_event("request.resolved", "r3", requestType="command_execution_approval",
+                                   decision="deny", outcome=outcome), session, 5_000)
+        assert (("approvalsDenied", 1) in out) is denied, outcome
     assert contributions(_event("request.opened", "q", requestType="tool_user_input"),
                          session, 5_000) == []
 
@@ -97,8 +111,9 @@ def test_approvals_count_denials_and_the_time_to_decision():
 def test_turn_ends_tools_and_errors_are_classified():
     s = FleetSession()
     assert contributions(_event("turn.completed", state="failed"), s, 0) == [("turnsFailed", 1)]
-    assert contributions(_event("turn.completed", state="cancelled", totalCostUsd=0.5,
-                                usage={"input": 3, "output": 4}), s, 0) == [
+    assert contributions(_event("turn.completed", state="cancelled",
+                                cost={"source": "computed", "usd": 0.5},
+                                tokens={"input": 3, "output": 4, "total": 7}), s, 0) == [
         ("turnsInterrupted", 1), ("tokensIn", 3), ("tokensOut", 4), ("costUsd", 0.5)]
     assert contributions(_event("item.started", itemType="mcp_tool_call",
                                 toolName="mcp__fs__read"), s, 0) == \
@@ -269,7 +284,8 @@ def test_fleet_windows_reach_agents_metrics_close_and_drop_late_events(own_broke
                 w["approvalsResolved"], w["approvalsDenied"], w["approvalDecisions"]) == \
             (1, {"Bash": 1}, 1, 1, 0, 1)
         assert w["approvalDecisionMsSum"] > 0
-        assert (w["tokensIn"], w["tokensOut"]) == (1200, 40)  # the turn's, not the thread's
+        # the turn's two model calls (its gain in the thread total), not the last call's
+        assert (w["tokensIn"], w["tokensOut"]) == (2400, 80)
 
         # the gauges: codex's partition is at codex's time, so its windows are current
         exp = scrape(settings.web_port)
@@ -278,7 +294,7 @@ def test_fleet_windows_reach_agents_metrics_close_and_drop_late_events(own_broke
         assert exp.value("canonflow_fleet_tool_calls", window="hopping-5m", provider="codex",
                          model="gpt-5.5", tool="Bash") == 1
         assert exp.value("canonflow_fleet_tokens", window="tumbling-1m", provider="codex",
-                         model="gpt-5.5", direction="in") == 1200
+                         model="gpt-5.5", direction="in") == 2400
         assert exp.value("canonflow_fleet_approval_decisions", window="tumbling-1m",
                          provider="codex", model="gpt-5.5") == 1
         assert exp.value("canonflow_fleet_turns", window="tumbling-1m", provider="claude",
@@ -381,7 +397,7 @@ def test_fleet_panes_of_many_partitions_in_one_batch_on_the_rocksdb_store(own_br
     def produce_sessions(names: list[str]) -> None:
         from aiokafka import AIOKafkaProducer
 
-        from pipeline.admin import kafka_client_kwargs
+        from pipeline.cluster.admin import kafka_client_kwargs
 
         async def go() -> None:  # interleaved, so that batches mix partitions
             producer = AIOKafkaProducer(**kafka_client_kwargs(settings), acks="all")
@@ -528,7 +544,8 @@ def test_absurd_tokens_and_costs_cost_their_own_counts_not_the_batchs(own_broker
     stage's sums overflowed (OverflowError) and the counts of the whole batch were
     dropped; costs of 1.5e308 added up to infinity, which agents.metrics carries as
     null. Now such a value is left out (and counted), the rest of its event and of
-    the batch counted."""
+    the batch counted. (A count past 2**53 is no count at all to the adapters: 10**12
+    is past the fleet's MAX_TURN_TOKENS but still a count.)"""
     settings = worker_settings(own_broker.url, tmp_path, fleet_publish_interval=0.5)
     worker = started(settings, tmp_path)
     try:
@@ -536,7 +553,7 @@ def test_absurd_tokens_and_costs_cost_their_own_counts_not_the_batchs(own_broker
         base = _minute_start()
         huge, normal = _same_partition("tokens", 2, settings.partitions)
         # one batch: the absurd session first, then a normal one of the same model
-        produce_sessions(settings, {huge: gemini("m-1", base, tokens=(2**64 - 1, 120)),
+        produce_sessions(settings, {huge: gemini("m-1", base, tokens=(10**12, 120)),
                                     normal: gemini("m-1", base + 10, tokens=(3600, 120))})
 
         def claude(key: str, cost: float) -> list[RawRecord]:
@@ -558,6 +575,10 @@ def test_absurd_tokens_and_costs_cost_their_own_counts_not_the_batchs(own_broker
         assert _current(exp, "canonflow_fleet_tokens", direction="out", provider="gemini") == \
             {"m-1": 240}
         assert _current(exp, "canonflow_fleet_cost_usd", provider="claude") == {"unknown": 0.5}
+        # model m-1 has no price and Gemini reports no cost: unpriced, counted, never $0
+        assert exp.value("canonflow_unpriced_turns_total", provider="gemini", model="m-1") == 2
+        assert exp.value("canonflow_unpriced_turns_total", provider="claude",
+                         model="unknown") is None  # Claude Code reports its cost
         assert exp.value("canonflow_fleet_absurd_values_total", field="tokensIn") == 1
         assert exp.value("canonflow_fleet_absurd_values_total", field="costUsd") == 2
         assert exp.value("canonflow_fleet_uncounted_events_total") == 0
@@ -587,9 +608,9 @@ class _Table:
 
 
 def _stage(**settings: Any) -> Any:
-    from pipeline.metrics import WorkerMetrics
+    from pipeline.ops.metrics import WorkerMetrics
     from pipeline.settings import Settings
-    from pipeline.tables import partition_stand_in
+    from pipeline.worker.faust_door import partition_stand_in
 
     metrics = WorkerMetrics()
     stage = fleet.FleetStage(Settings(**settings), metrics.registry, metrics)
@@ -628,7 +649,7 @@ def test_absurd_values_and_saturated_sums():
     assert fleet.absurd("costUsd", 1.5e308) and fleet.absurd("costUsd", float("nan"))
     assert not fleet.absurd("tokensIn", 3600) and not fleet.absurd("costUsd", 0.25)
     assert fleet._sum(fleet.MAX_COUNT, 5) == fleet.MAX_COUNT
-    assert contributions(_event("turn.completed", state="completed", totalCostUsd=10**400),
+    assert contributions(_event("turn.completed", state="completed", cost={"usd": 10**400}),
                          FleetSession(), 0) == [("turnsCompleted", 1), ("costUsd", float("inf"))]
 
 

@@ -6,8 +6,8 @@ import asyncio
 import json
 from pathlib import Path
 
-from pipeline.kafka_io import RawRecord, produce, records_from_file
-from pipeline.replay import Replayer, iter_lines
+from pipeline.tools.kafka_io import RawRecord, produce, records_from_file
+from pipeline.tools.replay import Replayer, iter_lines
 from tests.pipeline.conftest import decoded, read_topic, timed
 from topics.catalog import CANONICAL_TOPIC, DEADLETTER_TOPIC
 from topics.records import decode_deadletter
@@ -57,7 +57,7 @@ def test_batched_records_and_garbage_go_to_their_topics(settings, worker, tmp_pa
 
 
 def test_chat_projection_reads_back_from_the_chat_topic(settings, worker, tmp_path):
-    from pipeline.replay import ChatView
+    from pipeline.tools.replay import ChatView
     from topics.canonical import decode_event
     from topics.catalog import CHAT_TOPIC
     from topics.chat import encode_chat

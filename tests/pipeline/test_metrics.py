@@ -19,13 +19,14 @@ from typing import Any
 
 import pytest
 
-from pipeline.app import OutputProducer
-from pipeline.broker import EmbeddedBroker, free_port
-from pipeline.kafka_io import follow, produce, records_from_file
-from pipeline.metrics import CONTENT_TYPE, Gauge, Histogram, Registry, metric_names
-from pipeline.metrics import Counter as MetricCounter
+from pipeline.cluster.broker import EmbeddedBroker, free_port
+from pipeline.ops.metrics import CONTENT_TYPE, Gauge, Histogram, Registry
+from pipeline.ops.metrics import Counter as MetricCounter
 from pipeline.settings import Settings
-from pipeline.worker import WorkerProcess, embedded_settings, ensure_topics
+from pipeline.tools.kafka_io import follow, produce, records_from_file
+from pipeline.worker.fleet import metric_names
+from pipeline.worker.output import OutputProducer
+from pipeline.worker.process import WorkerProcess, embedded_settings, ensure_topics
 from topics.catalog import CANONICAL_TOPIC, DEADLETTER_TOPIC, raw_topic
 
 CAPTURED = Path(__file__).resolve().parents[1] / "fixtures" / "captured"
@@ -157,7 +158,7 @@ def send(settings: Settings, topic: str, records: list[tuple[bytes | None, bytes
     """Raw (key, value) records, keyless ones included (kafka_io.produce always keys)."""
     from aiokafka import AIOKafkaProducer
 
-    from pipeline.admin import kafka_client_kwargs
+    from pipeline.cluster.admin import kafka_client_kwargs
 
     async def go() -> None:
         producer = AIOKafkaProducer(**kafka_client_kwargs(settings), acks="all")
@@ -223,7 +224,7 @@ def test_the_exposition_escapes_labels_and_accumulates_histogram_buckets():
 
 
 def test_label_sets_are_capped_so_input_cannot_grow_the_series_without_bound():
-    from pipeline import metrics
+    from pipeline.ops import metrics
 
     c = MetricCounter("cap_total", "capped", ["native_type"])
     for i in range(metrics.MAX_SERIES + 50):
@@ -236,7 +237,7 @@ def test_gauges_computed_at_scrape_time_are_capped_too_and_every_fold_is_counted
     """Issue 25: the fleet gauges by model had no cap (20,000 models -> 85,963 series).
     A computed gauge keeps MAX_SERIES label sets (in label order) and folds the others
     into "other": their sum, or for a maximum their largest value."""
-    from pipeline import metrics
+    from pipeline.ops import metrics
 
     n = metrics.MAX_SERIES + 50
     worker = metrics.WorkerMetrics()
@@ -265,7 +266,7 @@ def test_a_scrape_of_many_series_renders_each_label_set_once(n, monkeypatch):
     """/metrics with many series (issue 25): counters, computed gauges and histograms,
     n series in all, rendered twice (the second scrape reuses each label set's text),
     parsed strictly. Measured and printed, not asserted: see the README."""
-    from pipeline import metrics
+    from pipeline.ops import metrics
 
     monkeypatch.setattr(metrics, "MAX_SERIES", n)
     registry = Registry()
@@ -459,8 +460,8 @@ def test_a_failed_delivery_is_sent_again_until_the_broker_takes_it(own_broker):
 def test_unknown_native_types_are_counted_by_the_release_that_sent_them():
     """Which runtime release introduced a message type no adapter knows: the warning's
     runtimeVersion (the session's stated release) is the counter's `version` label."""
-    from pipeline import metrics
-    from pipeline.normalize import Normalizer
+    from pipeline.ops import metrics
+    from pipeline.worker.normalize import Normalizer
 
     worker = metrics.WorkerMetrics()
     init = (b'{"type":"system","subtype":"init","session_id":"s","model":"m",'

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from msgspec import UNSET
 
-from pipeline.normalize import Normalizer, parse_headers
+from pipeline.worker.normalize import Normalizer, parse_headers
 from topics.records import decode_deadletter
 
 CAPTURE = Path(__file__).resolve().parents[1] / "fixtures" / "captured" / "codex-exec"
@@ -107,7 +107,7 @@ def test_chat_records_come_with_the_events_and_a_projection_bug_loses_no_event(m
                                                            partition=0, offset=0)
     assert without.records == whole.records and without.chat == []
 
-    import pipeline.normalize as normalize
+    import pipeline.worker.normalize as normalize
     from topics.canonical import ItemCompleted
 
     real = normalize.project_next
@@ -235,3 +235,35 @@ def test_a_raw_record_sent_twice_gives_its_text_once_where_the_runtime_ids_its_m
     changed = run(lines[:k + 1] + [json.dumps(other).encode()] + lines[k + 1:])
     assert len(changed) == len(once) + 1
     assert "MORE" in [e["payload"].get("delta") for e in changed if e["type"] == "content.delta"]
+
+
+def test_an_adapter_bug_is_dead_lettered_as_an_internal_error_logged_once(monkeypatch, caplog):
+    """An exception the translator did not raise on purpose is canonflow's fault, not the
+    input's: its own dead-letter class, the trace logged once, and the next records
+    translate as ever."""
+    import adapters
+
+    n = Normalizer("codex-exec")
+    lines = _native_lines()
+    good = n.process(None, b"s1", lines[0], partition=0, offset=0)
+    real = adapters.get("codex-exec").translate
+
+    def buggy(state, msg, out):  # noqa: ANN001, ANN202
+        if msg.obj.get("type") == "turn.started":
+            return {}["missing"]  # KeyError inside adapter code
+        return real(state, msg, out)
+
+    monkeypatch.setattr(adapters.get("codex-exec"), "translate", buggy)
+    with caplog.at_level("ERROR", logger="pipeline.worker.normalize"):
+        first = n.process(good.state, b"s1", b'{"type":"turn.started"}', partition=0, offset=1)
+        again = n.process(good.state, b"s1", b'{"type":"turn.started"}', partition=0, offset=2)
+    for out in (first, again):
+        [dl] = [decode_deadletter(d) for d in out.deadletters]
+        assert dl.errorClass == "InternalError.adapter.KeyError" and dl.line == 0
+        assert "internal error" in dl.reason and "not bad input" in dl.reason
+        assert out.records == []
+    logged = [r for r in caplog.records if "internal error" in r.getMessage()]
+    assert len(logged) == 1 and "Traceback" in logged[0].getMessage()
+    monkeypatch.undo()
+    after = n.process(again.state, b"s1", lines[1], partition=0, offset=3)
+    assert after.records and after.deadletters == []

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from pipeline.normalize import Normalizer
-from pipeline.redact import BUILTIN_PATTERNS, MASK, RedactionError, Redactor
+from pipeline.privacy.redact import BUILTIN_PATTERNS, MASK, RedactionError, Redactor
+from pipeline.worker.normalize import Normalizer
 
 SECRETS = {
     "openai": "sk-proj-abcdefghijklmnopqrstuvwxyz012345",

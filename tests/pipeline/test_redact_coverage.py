@@ -9,8 +9,8 @@ import json
 import msgspec
 import pytest
 
-from pipeline.normalize import Normalizer
-from pipeline.redact import RULES, Redactor
+from pipeline.privacy.redact import RULES, Redactor
+from pipeline.worker.normalize import Normalizer
 from tests.pipeline.secret_corpus import CORPUS, Case
 from topics.canonical import decode_event
 

@@ -15,10 +15,10 @@ import logging
 import msgspec
 from msgspec import UNSET
 
-from pipeline import redact
-from pipeline.kafka_io import RawRecord, produce
-from pipeline.normalize import Normalizer
-from pipeline.redact import Redactor
+from pipeline.privacy import redact
+from pipeline.privacy.redact import Redactor
+from pipeline.tools.kafka_io import RawRecord, produce
+from pipeline.worker.normalize import Normalizer
 from tests.pipeline.conftest import read_topic
 from tests.pipeline.secret_corpus import CORPUS
 from topics.catalog import DEADLETTER_TOPIC, raw_topic
@@ -79,12 +79,12 @@ def test_a_redacted_dead_letter_cut_to_fit_keeps_the_originals_size_and_hash():
 
 def test_the_original_bytes_only_on_request_and_with_a_warning(monkeypatch, caplog):
     monkeypatch.setattr(redact, "_warned", False)
-    with caplog.at_level(logging.WARNING, logger="pipeline.redact"):
+    with caplog.at_level(logging.WARNING, logger="pipeline.privacy.redact"):
         dl = _letter(MALFORMED, {"CANONFLOW_DEADLETTER_ORIGINAL": "true"})
     assert dl.value == MALFORMED and dl.valueBytes is UNSET
     assert "CANONFLOW_DEADLETTER_ORIGINAL is on" in caplog.text
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="pipeline.redact"):
+    with caplog.at_level(logging.WARNING, logger="pipeline.privacy.redact"):
         _letter(MALFORMED, {"CANONFLOW_DEADLETTER_ORIGINAL": "false"})
     assert "CANONFLOW_DEADLETTER_ORIGINAL" not in caplog.text
 

@@ -18,7 +18,7 @@ import re2
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline.redact import (
+from pipeline.privacy.redact import (
     ENVELOPE_FIELDS,
     RULES,
     SECRET_MEMBERS,
@@ -26,7 +26,7 @@ from pipeline.redact import (
     required_literals,
     secret_member,
 )
-from pipeline.replay import Replayer
+from pipeline.tools.replay import Replayer
 from tests.pipeline.redact_reference import reference_apply, reference_text
 from tests.pipeline.secret_corpus import CORPUS
 from topics.canonical import decode_event, encode_event

@@ -14,9 +14,9 @@ import msgspec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline.normalize import Normalizer
-from pipeline.redact import MASK, SECRET_MEMBERS, Redactor, secret_member
-from pipeline.replay import Replayer
+from pipeline.privacy.redact import MASK, SECRET_MEMBERS, Redactor, secret_member
+from pipeline.tools.replay import Replayer
+from pipeline.worker.normalize import Normalizer
 from tests.pipeline.secret_corpus import CORPUS
 from topics.canonical import decode_event, encode_event
 

@@ -18,8 +18,8 @@ from collections.abc import Callable
 import msgspec
 import pytest
 
-from pipeline.normalize import Normalizer
-from pipeline.redact import MASK, Redactor
+from pipeline.privacy.redact import MASK, Redactor
+from pipeline.worker.normalize import Normalizer
 from tests.pipeline.secret_corpus import CORPUS
 from topics.canonical import decode_event
 
@@ -47,6 +47,7 @@ def _cpu(fn: Callable[[], object], repeat: int = 3) -> float:
     return max(best, 1e-6)
 
 
+@pytest.mark.serial  # compares CPU times: other processes' load would blur them
 def test_a_grep_of_private_key_headers_costs_time_linear_in_its_lines():
     # through the worker's own step; the old pattern took ~4 s at 1,000 lines, ~60 s at 4,000
     redactor = Redactor.from_env({})
@@ -92,6 +93,7 @@ INPUTS = {
 }
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize("name", sorted(INPUTS))
 def test_cpu_per_mb_is_flat_from_1_to_16_mb(name: str, capsys):
     redactor = Redactor.from_env({})
@@ -119,6 +121,7 @@ NEAR_MISSES = [
 ]
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize("unit", NEAR_MISSES)
 def test_every_rule_is_linear_on_repeated_prefixes(unit: str):
     redactor = Redactor.from_env({})

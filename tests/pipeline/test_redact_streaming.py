@@ -1,9 +1,9 @@
 """Secrets streamed across deltas (issue 25): each content.delta was redacted alone, so a
 key split over two deltas passed in halves, and a consumer joining the deltas (the chat's
 `accumulated`, any UI) had it whole. The conversation core holds back a delta's tail that
-may start a secret (adapters.base.Emitter, "Held back"; pipeline.redact.hold_point), so
+may start a secret (adapters.core.emitter.Emitter, "Held back"; pipeline.privacy.redact.hold_point), so
 the redactor sees the secret in one event. Through the worker's own step
-(pipeline.normalize.Normalizer), one native message per record, the state stored
+(pipeline.worker.normalize.Normalizer), one native message per record, the state stored
 between records as the tables keep it."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import random
 
 import pytest
 
-from pipeline.normalize import BatchSpool, Normalizer
-from pipeline.redact import hold_point
+from pipeline.privacy.redact import hold_point
+from pipeline.worker.normalize import BatchSpool, Normalizer
 from tests.pipeline.secret_corpus import CORPUS, Case
 
 SID = b"sess-stream"

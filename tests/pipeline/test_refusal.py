@@ -15,10 +15,10 @@ from typing import Any
 
 from aiokafka.errors import KafkaConnectionError, MessageSizeTooLargeError
 
-from pipeline.app import OutputProducer, refusal
-from pipeline.metrics import WorkerMetrics
+from pipeline.ops.metrics import WorkerMetrics
+from pipeline.ops.web import Health
 from pipeline.settings import Settings
-from pipeline.web import Health
+from pipeline.worker.output import OutputProducer, refusal
 from topics.catalog import CANONICAL_TOPIC, DEADLETTER_TOPIC
 from topics.records import decode_deadletter
 
@@ -62,7 +62,7 @@ def _sink(producer: _Producer) -> tuple[OutputProducer, WorkerMetrics, Health]:
 
 
 def test_a_record_too_large_is_dead_lettered_and_the_partition_moves_on(monkeypatch) -> None:
-    monkeypatch.setattr("pipeline.app.RETRY_FIRST_SECONDS", 0.01)  # the batch, then one by one
+    monkeypatch.setattr("pipeline.worker.output.RETRY_FIRST_SECONDS", 0.01)  # the batch, then one by one
     producer = _Producer(limit=1000)
     sink, metrics, health = _sink(producer)
     big = json.dumps({"text": "x" * 5000}).encode()

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.bench import _produce_all, build_workload, expected_events, interleaved
-from pipeline.worker import WorkerProcess
+from pipeline.tools.bench import _produce_all, build_workload, expected_events, interleaved
+from pipeline.worker.process import WorkerProcess
 from tests.pipeline.conftest import read_topic
 from topics.catalog import CANONICAL_TOPIC, raw_topic
 

@@ -41,8 +41,8 @@ def test_tls_and_sasl_settings_reach_every_kafka_client(tmp_path):
 
     from faust.auth import SASLCredentials
 
-    from pipeline.admin import kafka_client_kwargs
-    from pipeline.app import broker_credentials
+    from pipeline.cluster.admin import kafka_client_kwargs
+    from pipeline.worker.app import broker_credentials
 
     key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout",

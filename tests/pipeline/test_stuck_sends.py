@@ -23,9 +23,9 @@ from typing import Any
 
 import pytest
 
-from pipeline.kafka_io import RawRecord, follow
 from pipeline.settings import Settings
-from pipeline.worker import WorkerProcess
+from pipeline.tools.kafka_io import RawRecord, follow
+from pipeline.worker.process import WorkerProcess
 from tests.pipeline.failing_sends.sitecustomize import FAILED_MARK, LOADED_MARK
 from tests.pipeline.faults import own_broker, wait_for_log
 from tests.pipeline.test_metrics import (
@@ -66,7 +66,7 @@ def produce_sessions(settings: Settings, sessions: dict[str, list[RawRecord]],
     each session's records in order)."""
     from aiokafka import AIOKafkaProducer
 
-    from pipeline.admin import kafka_client_kwargs
+    from pipeline.cluster.admin import kafka_client_kwargs
 
     async def go() -> None:
         producer = AIOKafkaProducer(**kafka_client_kwargs(settings), acks="all", linger_ms=5)

@@ -25,11 +25,11 @@ from typing import Any
 
 import pytest
 
-from pipeline.broker import EmbeddedBroker
-from pipeline.kafka_io import RawRecord, follow, produce
-from pipeline.render import ChatRenderer, describe, render, visible
+from pipeline.cluster.broker import EmbeddedBroker
 from pipeline.settings import Settings
-from pipeline.worker import WorkerProcess, embedded_settings, ensure_topics
+from pipeline.tools.kafka_io import RawRecord, follow, produce
+from pipeline.views.render import ChatRenderer, describe, render, visible
+from pipeline.worker.process import WorkerProcess, embedded_settings, ensure_topics
 from tests.pipeline.conftest import read_topic
 from topics.catalog import CANONICAL_TOPIC, CHAT_TOPIC, DEADLETTER_TOPIC
 
@@ -92,7 +92,7 @@ FORGED: list[bytes | None] = [
 async def forge(settings: Settings) -> None:
     from aiokafka import AIOKafkaProducer
 
-    from pipeline.admin import kafka_client_kwargs
+    from pipeline.cluster.admin import kafka_client_kwargs
 
     producer = AIOKafkaProducer(**kafka_client_kwargs(settings), acks="all")
     await producer.start()
@@ -109,7 +109,7 @@ def topic_size(settings: Settings, topic: str) -> int:
     from aiokafka import AIOKafkaConsumer
     from aiokafka.structs import TopicPartition
 
-    from pipeline.admin import kafka_client_kwargs
+    from pipeline.cluster.admin import kafka_client_kwargs
 
     async def go() -> int:
         consumer = AIOKafkaConsumer(**kafka_client_kwargs(settings), group_id=None)
@@ -243,7 +243,8 @@ def test_render_takes_any_value_in_any_field_and_prints_one_inert_line(field, ty
     for value in _values():
         for payload in ({}, {k: value for k in ("delta", "streamKind", "itemType", "status",
                                                 "toolName", "input", "output", "state",
-                                                "requestType", "decision", "message")}):
+                                                "requestType", "decision", "outcome",
+                                                "message")}):
             event = {"type": type_, "payload": payload, field: value}
             line = render(event)
             assert "\n" not in line and not FORBIDDEN.search(line)
@@ -251,11 +252,11 @@ def test_render_takes_any_value_in_any_field_and_prints_one_inert_line(field, ty
             line.encode("utf-8")  # no lone surrogate
 
 
-@pytest.mark.parametrize("type_", ["text", "reasoning", "tool_use", "tool_result", "approval",
-                                   "question", "error", "done", "other"])
+@pytest.mark.parametrize("type_", ["user", "text", "reasoning", "tool_use", "tool_result",
+                                   "approval", "question", "error", "done", "other"])
 def test_the_chat_renderer_takes_any_value_in_any_field(type_):
     fields = ["session_id", "provider", "item_id", "content", "name", "input", "is_error",
-              "state", "request_type", "tool_name", "detail", "decision", "questions",
+              "state", "request_type", "tool_name", "detail", "decision", "outcome", "questions",
               "answers", "message", "will_retry", "subtype", "result"]
     out: list[str] = []
     renderer = ChatRenderer(out.append)

@@ -26,10 +26,10 @@ from typing import Any
 
 import pytest
 
-from pipeline.kafka_io import produce, records_from_file
-from pipeline.replay import replay
 from pipeline.settings import Settings
-from pipeline.ui import ChatStore, create_ui_app, serve_ui
+from pipeline.tools.kafka_io import produce, records_from_file
+from pipeline.tools.replay import replay
+from pipeline.views.ui import ChatStore, create_ui_app, serve_ui
 from tests.pipeline.conftest import timed
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -92,9 +92,10 @@ def test_store_keeps_the_newest_records_and_evicts_the_least_recent_session():
             store.add(value)
     assert list(store.sessions) == ["b", "c"] and store.evicted == 1
     c = store.sessions["c"]
-    assert [seq for seq, _ in c.records] == [6, 7, 8, 9] and c.dropped == 5
+    # the capture's chat: 10 records (the user's prompt, the reply, the tool, ...)
+    assert [seq for seq, _ in c.records] == [7, 8, 9, 10] and c.dropped == 6
     assert c.state == "done"  # derived state outlives the dropped records
-    assert [seq for seq, _ in c.since(8)] == [8, 9]
+    assert [seq for seq, _ in c.since(8)] == [8, 9, 10]
     # a byte budget evicts too, and one session trims itself to a quarter of it
     small = ChatStore(max_bytes=4000)
     for value in chat_records(SHELL, "big"):
@@ -107,7 +108,7 @@ def test_store_starts_a_session_seen_mid_stream_with_a_gap():
     for value in chat_records(SHELL, "late")[4:]:
         store.add(value)
     s = store.sessions["late"]
-    assert (s.dropped, s.last_seq, s.state) == (4, 9, "done")
+    assert (s.dropped, s.last_seq, s.state) == (4, 10, "done")
 
 
 # ---- the server, against the real broker -----------------------------------------
@@ -290,7 +291,7 @@ def test_ui_command_serves_until_sigterm_even_with_a_stream_open(settings, tmp_p
     env = {k: v for k, v in os.environ.items() if not k.startswith("CANONFLOW_")}
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-c", "from pipeline.ui import ui; ui(prog_name='canonflow ui')",
+            [sys.executable, "-c", "from pipeline.views.ui import ui; ui(prog_name='canonflow ui')",
              "--broker", settings.broker, "--port", "0"],
             cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
     try:
@@ -436,6 +437,10 @@ def test_the_page_highlights_a_pending_approval_until_it_is_resolved(settings, u
         page.locator("#chat .approval.resolved").wait_for()
         assert page.locator("#chat .approval.pending").count() == 0
         assert "decision: accept" in page.locator("#chat .approval").inner_text()
+        assert "Approval allowed" in page.locator("#chat .approval").inner_text()
+        # what the user asked heads the chat
+        assert "FIXTURE turn 1: please do the scripted fixture task." in \
+            page.locator("#chat .msg.user").inner_text()
         page.wait_for_selector("#session-state[data-state='done']")
         assert "Finished with the approval step." in page.locator("#chat .final").inner_text()
 

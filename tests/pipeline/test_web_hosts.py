@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.broker import EmbeddedBroker, free_port
+from pipeline.cluster.broker import EmbeddedBroker, free_port
+from pipeline.ops.web import AllowedHosts
 from pipeline.settings import Settings
-from pipeline.web import AllowedHosts
-from pipeline.worker import WorkerProcess, embedded_settings, ensure_topics
+from pipeline.worker.process import WorkerProcess, embedded_settings, ensure_topics
 from tests.pipeline.test_metrics import wait_for
 
 pytestmark = pytest.mark.broker
@@ -176,7 +176,7 @@ def test_entries_that_are_no_host_name_address_or_network_are_refused(entries):
 
 def test_a_worker_with_a_bad_allow_list_refuses_to_start(tmp_path: Path):
     """Caught when the app is built, before anything listens."""
-    from pipeline.app import create_app
+    from pipeline.worker.app import create_app
 
     with pytest.raises(ValueError, match="CANONFLOW_WEB_ALLOWED_HOSTS"):
         create_app(Settings(broker="kafka://127.0.0.1:9", web_allowed_hosts="a b",

@@ -1,0 +1,452 @@
+"""The translator contract shared by every adapter (sans-I/O, like h11).
+
+An adapter is a `Translator`: a provider id, a frozen msgspec state type, and one
+pure function `translate(state, message, out) -> state` that reads one native
+message and appends canonical events to `out`. No clock, no uuid4, no random, no
+I/O: ids and times come from the record or from counters held in the state, so the
+same input always gives the same output, byte for byte.
+
+This module, `emitter` and `contract` (its errors and structs, apart so that the
+others can be compiled, see setup.py) own what every adapter would otherwise write
+again:
+
+* `Session`: the per-session cursor (last `seq`, the source-offset watermark that
+  makes redelivery harmless, the last known time) around the adapter's own state;
+* `Emitter`: stamps the envelope (gapless `seq`, deterministic `eventId`,
+  `createdAt`, canonical ids derived from provider ids, optional `raw`);
+* `translate_record`: the driver that feeds one raw record (one or more NDJSON
+  lines) through a translator, isolating each bad line as a `LineFailure` so the
+  caller can dead-letter its bytes while the good lines go on.
+
+Errors, one boundary (as in h11): `AdapterError` is the root, and a line that fails
+becomes a `LineFailure` with one of two subclasses. `MalformedRecord` is bad input:
+not JSON, not an object, a capture time no date can say, a shape the translator
+checked and refused (it raises MalformedRecord itself), or a native value of a type
+its event cannot carry (the payload check). `InternalError` is canonflow's own
+failure: any other exception a translator raises (a KeyError, a TypeError, ...) is a
+bug, reported with its traceback and never blamed on the input. So a translator
+checks the shape of what it reads (`.get` and isinstance, then MalformedRecord);
+indexing into a native message and trusting it is a bug the property tests find.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable, Iterable
+from types import UnionType
+from typing import Any, Final, Protocol, TypeVar, Union, get_args, get_origin
+
+import msgspec
+from msgspec import Struct
+
+from adapters.core.contract import (
+    AdapterError,
+    InternalError,
+    Line,
+    LineFailure,
+    MalformedRecord,
+    Message,
+    Session,
+)
+from adapters.core.emitter import (
+    DEFAULT_ITEM_CAP,
+    MAX_FAILURES_PER_RECORD,
+    MAX_WARNINGS_PER_RECORD,
+    UNSET,
+    Emitter,
+    _version_of,
+)
+from adapters.core.ids import _EMPTY_DIGEST, DEDUPE_KEPT, MessageId, _extend
+from adapters.core.pricing import computed_cost
+from adapters.core.spool import Spool
+from topics.canonical import (
+    ItemCompleted,
+    ItemPayload,
+    ItemStarted,
+    ModelRerouted,
+    RuntimeWarningEvent,
+    RuntimeWarningPayload,
+    SessionExited,
+    SessionExitedPayload,
+    ThreadStarted,
+    TurnCompleted,
+    TurnCompletedPayload,
+    TurnStarted,
+    _Event,
+)
+
+S = TypeVar("S", bound=Struct)
+
+
+class Translator(Protocol[S]):
+    """What every adapter package provides (see adapters.registry)."""
+
+    provider: str
+    raw_source: str  # RawSource.source label, e.g. "codex.app-server"
+    state_type: type[S]
+    #: the id of a native message, to drop one sent twice (adapters.core.ids); None
+    #: for a runtime whose messages carry none
+    message_id: MessageId | None
+
+    def initial(self) -> S: ...
+
+    def translate(self, state: S, msg: Message, out: Emitter) -> S:
+        """Apply one native message. Raises AdapterError (MalformedRecord for bad input)."""
+        ...
+
+
+# ---------------------------------------------------------------------------
+# The driver
+# ---------------------------------------------------------------------------
+
+_encode: Final = msgspec.json.Encoder().encode
+_payload_decoders: Final[dict[type, Any]] = {}
+
+
+# `Any`-typed field shapes whose values the check skips over instead of building them
+# (msgspec.Raw): every JSON value is a valid `Any`, so decoding one can only fail as
+# skipping it fails (too deep: the same RecursionError at the same depth, measured).
+_SKIP_ANY: dict[Any, Any] = {
+    Any: msgspec.Raw,
+    dict[str, Any]: dict[str, msgspec.Raw],
+    list[Any]: list[msgspec.Raw],
+}
+
+
+def _skip_any(tp: Any) -> Any:
+    if tp in _SKIP_ANY:
+        return _SKIP_ANY[tp]
+    if get_origin(tp) in (Union, UnionType):
+        args = get_args(tp)
+        new = tuple(_SKIP_ANY.get(a, a) for a in args)
+        if new != args:
+            return Union[new]  # noqa: UP007  # a tuple of types, built at run time
+    return tp
+
+
+def _check_type(cls: type) -> Any:
+    """The type `_check_payload` decodes `cls`'s JSON as: a twin of `cls` with the
+    same fields (names, wire names, types, defaults), except that the values of its
+    `Any` fields are skipped instead of built as Python objects. The twin accepts
+    exactly the JSON `cls` accepts and fails on the rest with the same error; it only
+    saves building the dicts and lists the check throws away (half its time: a
+    session's whole configuration, token usage, tool input). `cls` itself when it has
+    no such field or anything the twin might not reproduce (a tag, array_like,
+    forbid_unknown_fields, __post_init__)."""
+    config = cls.__struct_config__  # type: ignore[attr-defined]
+    if (config.tag is not None or config.array_like or config.forbid_unknown_fields
+            or hasattr(cls, "__post_init__")):
+        return cls
+    fields = msgspec.structs.fields(cls)
+    spec: list[tuple[str, Any, Any]] = []
+    for f in fields:
+        if f.required:
+            default = msgspec.field()
+        elif f.default_factory is not msgspec.NODEFAULT:
+            default = msgspec.field(default_factory=f.default_factory)
+        else:
+            default = msgspec.field(default=f.default)
+        spec.append((f.name, _skip_any(f.type), default))
+    if all(tp is f.type for (_, tp, _), f in zip(spec, fields, strict=True)):
+        return cls
+    return msgspec.defstruct(f"{cls.__name__}Check", spec, kw_only=True,
+                             rename={f.name: f.encode_name for f in fields})
+
+
+def _check_payload(payload: Struct) -> None:
+    """Raises msgspec.ValidationError (a ValueError) if `payload` would not decode as
+    its own type (checked by a JSON round trip, the way a consumer reads it).
+    A field-by-field check in Python was measured no faster than this round trip."""
+    cls = type(payload)
+    decoder = _payload_decoders.get(cls)
+    if decoder is None:
+        decoder = _payload_decoders[cls] = msgspec.json.Decoder(_check_type(cls)).decode
+    decoder(_encode(payload))
+
+
+_decode_json: Final = msgspec.json.Decoder().decode
+# what the payload check raises for a native value an event cannot carry (a ValueError:
+# msgspec's ValidationError; RecursionError: nested deeper than the encoder goes)
+_PAYLOAD_ERRORS: Final = (KeyError, TypeError, AttributeError, ValueError, IndexError,
+                          RecursionError)
+_MAX_TIME_MS: Final = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
+
+
+def _native_kind(obj: dict[str, Any]) -> str:
+    """The message's native type, for an error's text (at most 80 characters)."""
+    return str(obj.get("type", obj.get("method", "?")))[:80]
+
+
+def _wrong_shape(provider: str, obj: dict[str, Any], why: str) -> MalformedRecord:
+    return MalformedRecord(f"{provider} message {_native_kind(obj)!r} has the wrong shape: {why}")
+
+
+def _internal(provider: str, obj: dict[str, Any], error: Exception) -> InternalError:
+    """The error of a translator that raised what it did not mean to (a KeyError, a
+    TypeError, ...): canonflow's bug. The message names the exception, never a file or
+    line, so that it is the same compiled and interpreted; the trace has those."""
+    cause = type(error).__name__
+    return InternalError(
+        f"internal error in the {provider} adapter on message {_native_kind(obj)!r} (a "
+        f"canonflow bug, not bad input): {cause}: {error}", cause,
+        "".join(traceback.format_exception(error)))
+
+
+def decode_message(data: bytes) -> dict[str, Any]:
+    """Decode one native JSON line. Raises MalformedRecord if it is not a JSON object."""
+    try:
+        obj = _decode_json(data)
+    except msgspec.DecodeError as e:
+        raise MalformedRecord(f"not valid JSON: {e}") from None
+    except RecursionError:
+        raise MalformedRecord("JSON nested too deeply to decode") from None
+    if not isinstance(obj, dict):
+        raise MalformedRecord(f"a native message must be a JSON object, got {type(obj).__name__}")
+    return obj
+
+
+def new_session(translator: Translator[S]) -> Session[S]:
+    return Session(state=translator.initial())
+
+
+def translate_record(
+    translator: Translator[S],
+    session: Session[S],
+    session_id: str,
+    lines: Iterable[Line],
+    *,
+    offset: int,
+    partition: int = -1,
+    include_raw: bool = False,
+    spool: Spool | None = None,
+    cap: int = DEFAULT_ITEM_CAP,
+    hold: Callable[[str], int] | None = None,
+) -> tuple[Session[S], list[_Event], list[LineFailure]]:
+    """Feed one raw record (its native lines, in order) through `translator`.
+
+    Returns the new session, the canonical events, and the lines that failed (each
+    failed line leaves the state as it was before that line). A record at or below
+    the session's watermark is a redelivery: nothing changes, nothing is emitted.
+    The chunks of the session's spooled streams are read from and written to `spool`
+    (a fresh MemorySpool when None: enough for a session translated in one call; a
+    session whose streams have chunks elsewhere raises ValueError, never loses them);
+    `cap` bounds what one stream keeps (Emitter, "Streams"). `hold(text)` says where a
+    delta's tail that may start a secret begins (Emitter, "Held back"); None holds none.
+    """
+    moved = 0 <= session.partition != partition and partition >= 0
+    mark = session.marks.get(partition, -1) if moved else session.watermark
+    if offset <= mark:
+        return session, [], []
+    if spool is None and any(st.chunks for st in session.streams.values()):
+        raise ValueError("this session has spooled streams: pass translate_record the spool "
+                         "that holds their chunks (the one of its earlier records)")
+    # each attribute of the session and of a line is read once: compiled, a read is a
+    # generic attribute lookup on a msgspec struct (callgrind: 7% of the adapter core)
+    epoch = first_epoch = session.epochMs
+    if epoch < 0:
+        first = next((ln.time_ms for ln in lines
+                      if ln.time_ms is not None and 0 <= ln.time_ms <= _MAX_TIME_MS), None)
+        epoch = first if first is not None else session.clockMs
+    state = session.state
+    out = Emitter(translator.provider, session_id, session.seq, session.clockMs, include_raw,
+                  translator.raw_source, epoch, session.streams, spool, cap)
+    out.version = session.version
+    out.hold = hold
+    out.held = session.held
+    translate = translator.translate
+    events = out.events
+    failures: list[LineFailure] = []
+    folded: list[int] = []  # lines that failed past MAX_FAILURES_PER_RECORD
+    message_id = translator.message_id
+    # the last DEDUPE_KEPT digests once the record is done
+    seen = list(session.seen) if message_id is not None else []
+    marks = session.marks
+    if moved:
+        marks = {**marks, session.partition: session.watermark}
+        marks.pop(partition, None)
+        out.emit(RuntimeWarningEvent, RuntimeWarningPayload(
+            message=f"this session's records moved from partition {session.partition} to "
+                    f"{partition}: a session's records must stay on one partition (same key, "
+                    "same partitioner, a fixed partition count)",
+            detail={"fromPartition": session.partition, "toPartition": partition,
+                    "offset": offset}), synthetic=True,
+            thread=session.thread or UNSET, turn=session.turn or UNSET)
+    for n, line in enumerate(lines):
+        data, time_ms = line.data, line.time_ms
+        mark, seq = len(events), out.seq
+        out._begin_line()
+        try:
+            if time_ms is not None:
+                if not 0 <= time_ms <= _MAX_TIME_MS:  # no createdAt can say it
+                    raise MalformedRecord(f"capture time {time_ms} ms is not between 1970 "
+                                          "and 9999")
+                out.set_clock(time_ms)
+            obj = decode_message(data)
+            digest = -1
+            if message_id is not None:
+                if message_id(obj, line.origin) is not None:
+                    # the bytes hold the id: equal digests are the same id and bytes (a
+                    # retried produce), an id a runtime used twice drops neither message
+                    digest = _extend(_EMPTY_DIGEST, data)
+                    if digest in seen:
+                        continue  # the same message again (a retried produce): once is all
+            message = out._message = Message(obj, data, line.origin, time_ms)
+            out.native_type = UNSET
+            try:
+                new_state = translate(state, message, out)
+            except AdapterError:
+                raise
+            except RecursionError:  # a native value nested deeper than the translator goes
+                raise _wrong_shape(translator.provider, obj, "nested too deeply") from None
+            except Exception as e:  # not raised on purpose: our bug, not the input's
+                raise _internal(translator.provider, obj, e) from None
+            try:
+                for k in range(mark, len(events)):
+                    # the encoder writes whatever a field holds: a native value of the
+                    # wrong type must not leave as an event consumers cannot decode
+                    # (the envelope is ours; the payload holds the native values)
+                    _check_payload(events[k].payload)  # type: ignore[attr-defined]
+            except _PAYLOAD_ERRORS as e:
+                raise _wrong_shape(translator.provider, obj, f"{type(e).__name__}: {e}") from None
+            state = new_state
+            if digest >= 0:
+                seen.append(digest)
+        except AdapterError as e:
+            del events[mark:]
+            out.seq = seq
+            out._rollback()
+            if len(failures) < MAX_FAILURES_PER_RECORD:
+                failures.append(LineFailure(n, data, e))
+            else:
+                folded.append(n)
+    if folded:
+        failures.append(LineFailure(folded[0], b"", MalformedRecord(
+            f"{len(folded)} more lines of this record failed (lines {folded[0]}-{folded[-1]}, "
+            f"past the first {MAX_FAILURES_PER_RECORD}): the whole record is in its raw "
+            f"topic at offset {offset}")))
+    if out._folded:
+        out.emit(RuntimeWarningEvent, RuntimeWarningPayload(
+            message=f"{sum(out._folded.values())} more messages of types this adapter does "
+                    f"not know (past the first {MAX_WARNINGS_PER_RECORD} of this record): "
+                    f"the whole record is in its raw topic at offset {offset}",
+            detail={"nativeTypes": dict(sorted(out._folded.items()))}), synthetic=True)
+    model = _price_turns(events, session.model) if events else session.model
+    if events:
+        thread, turn, open_items = _follow(session, events, out)
+    else:
+        thread, turn, open_items = session.thread, session.turn, session.open
+        if first_epoch < 0:
+            epoch = -1  # the epoch is the time of the first record that gave events
+    out._flush()
+    return (
+        Session(seq=out.seq, watermark=offset, partition=partition, clockMs=out.clock_ms,
+                epochMs=epoch, thread=thread, turn=turn, open=open_items, state=state,
+                streams=out.streams, marks=marks, version=_version_of(events, session.version),
+                held=out.held, model=model,
+                seen=tuple(seen[-DEDUPE_KEPT:]) if message_id is not None else ()),
+        events,
+        failures,
+    )
+
+
+# what each event kind does to the open thread, turn and items (_follow)
+_OPENS_ITEM: Final = 1
+_CLOSES_ITEM: Final = 2
+_OPENS_TURN: Final = 3
+_CLOSES_TURN: Final = 4
+_OPENS_THREAD: Final = 5
+_FOLLOWED: Final[dict[type, int]] = {
+    ItemStarted: _OPENS_ITEM, ItemCompleted: _CLOSES_ITEM, TurnStarted: _OPENS_TURN,
+    TurnCompleted: _CLOSES_TURN, ThreadStarted: _OPENS_THREAD,
+}
+
+
+def _price_turns(events: list[_Event], model: str | None) -> str | None:
+    """Give each turn.completed with `tokens` and no reported cost its computed (or
+    unpriced) `cost`, for the model its turn ran on; the session's model after
+    `events`. Here rather than in each adapter: one rule, and the model is the one the
+    canonical events name (turn.started, model.rerouted), whatever the runtime."""
+    for k, ev in enumerate(events):
+        kind = type(ev)
+        if kind is TurnStarted:
+            named = ev.payload.model  # type: ignore[attr-defined]
+            model = named if isinstance(named, str) and named else model
+        elif kind is ModelRerouted:
+            model = ev.payload.toModel or model  # type: ignore[attr-defined]
+        elif kind is TurnCompleted:
+            p = ev.payload  # type: ignore[attr-defined]
+            if p.cost is UNSET and p.tokens is not UNSET:
+                cost = computed_cost(p.tokens, model, ev.createdAt)
+                events[k] = msgspec.structs.replace(
+                    ev, payload=msgspec.structs.replace(p, cost=cost))
+    return model
+
+
+def _follow(session: Session[Any], events: list[_Event], out: Emitter
+            ) -> tuple[str | None, str | None, dict[str, str]]:
+    """The open thread, turn and items after `events` (for close_session); the streams
+    of the items they completed are closed (an adapter that took an item's text or
+    output has closed them already)."""
+    thread, turn, open_items = session.thread, session.turn, session.open
+    copied = False
+    completed: dict[str, None] = {}  # in order: the spool's writes stay deterministic
+    for ev in events:
+        kind = _FOLLOWED.get(type(ev), 0)
+        if kind == _OPENS_ITEM or kind == _CLOSES_ITEM:
+            if not copied:
+                open_items, copied = dict(open_items), True
+            item = ev.itemId
+            if not isinstance(item, str):
+                continue
+            if kind == _OPENS_ITEM:
+                open_items[item] = ev.payload.itemType  # type: ignore[attr-defined]
+                completed.pop(item, None)  # started again later in the record: streams live
+            else:
+                open_items.pop(item, None)
+                completed[item] = None
+        elif kind == _OPENS_TURN:
+            turn = ev.turnId if isinstance(ev.turnId, str) else turn
+            thread = ev.threadId if isinstance(ev.threadId, str) else thread
+        elif kind == _CLOSES_TURN:
+            turn = None
+        elif kind == _OPENS_THREAD and isinstance(ev.threadId, str):
+            thread = ev.threadId
+    if out.streams:
+        for item in completed:
+            out.drop_item(item)
+    return thread, turn, open_items
+
+
+def close_session(translator: Translator[Any], session: Session[Any], session_id: str, *,
+                  time_ms: int, reason: str = "idle", spool: Spool | None = None
+                  ) -> list[_Event]:
+    """Synthetic events that close a session nobody will continue: every open item
+    completed as failed, the open turn completed as interrupted, then session.exited.
+    The chunks of its open streams are dropped from `spool`. The caller then forgets
+    the session's state (no consumer waits forever)."""
+    out = Emitter(translator.provider, session_id, session.seq, time_ms, False,
+                  translator.raw_source, max(session.epochMs, 0), session.streams, spool)
+    for key in list(session.streams):
+        out._drop_key(key)
+    out._flush()
+    out.held = session.held
+    out._release(None)  # what was held back is published before anything closes
+    thread = session.thread or UNSET
+    turn = session.turn or UNSET
+    detail = f"closed by canonflow: session {reason}"
+    for item_id, item_type in session.open.items():
+        out.emit(ItemCompleted, ItemPayload(itemType=item_type, status="failed",  # type: ignore[arg-type]
+                                            detail=detail),
+                 synthetic=True, thread=thread, turn=turn, item=item_id)
+    if session.turn is not None:
+        out.emit(TurnCompleted, TurnCompletedPayload(state="interrupted", errorMessage=detail),
+                 synthetic=True, thread=thread, turn=turn)
+    out.emit(SessionExited, SessionExitedPayload(reason=reason, recoverable=True,
+                                                 exitKind="graceful"),
+             synthetic=True, thread=thread)
+    return out.events
+
+
+def split_lines(value: bytes) -> list[bytes]:
+    """The native lines of an NDJSON record value (blank lines dropped)."""
+    return [ln for ln in value.split(b"\n") if ln.strip()]

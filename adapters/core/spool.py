@@ -1,0 +1,64 @@
+"""Where the conversation core keeps the text of the streams it must deliver whole
+later: the `Spool` protocol, the in-memory one (replay, import, tests), and `Whole`, a
+stream read back from it."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+
+class Spool(Protocol):
+    """Where the conversation core keeps the bytes of the streams it must deliver whole
+    later (pending tool output, text a runtime never sends whole): chunks keyed by
+    (session, stream key, chunk number), each written once, dropped when the item
+    completes. The worker's is a table co-partitioned with the sessions
+    (`items.<provider>`); replay and tests use `MemorySpool`. Reads see
+    every write made before them."""
+
+    def get(self, session: str, key: str, n: int) -> str | None: ...
+
+    def put(self, session: str, key: str, n: int, data: str | None) -> None:
+        """Write chunk n (None deletes it)."""
+        ...
+
+
+class Whole:
+    """A stream's text read back from the spool (Emitter.whole, Emitter.take): `text`,
+    its full length in characters, and whether the cap cut its middle out."""
+
+    __slots__ = ("text", "length", "truncated")
+
+    def __init__(self, text: str, length: int, truncated: bool):
+        self.text = text
+        self.length = length
+        self.truncated = truncated
+
+
+def whole_fields(whole: Whole | None, field: str = "output") -> dict[str, Any]:
+    """ItemPayload fields for a stream read back whole: `output` (or `text`) and, when
+    the cap cut it, `outputTruncated` and `outputLength` (`textTruncated`, `textLength`);
+    nothing for None."""
+    if whole is None:
+        return {}
+    if not whole.truncated:
+        return {field: whole.text}
+    return {field: whole.text, field + "Truncated": True, field + "Length": whole.length}
+
+
+class MemorySpool:
+    """A Spool in a dict: replay, import and the tests. `len()` is its chunk count."""
+
+    def __init__(self) -> None:
+        self.chunks: dict[tuple[str, str, int], str] = {}
+
+    def get(self, session: str, key: str, n: int) -> str | None:
+        return self.chunks.get((session, key, n))
+
+    def put(self, session: str, key: str, n: int, data: str | None) -> None:
+        if data is None:
+            self.chunks.pop((session, key, n), None)
+        else:
+            self.chunks[(session, key, n)] = data
+
+    def __len__(self) -> int:
+        return len(self.chunks)

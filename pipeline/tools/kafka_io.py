@@ -1,0 +1,105 @@
+"""Producing captures into raw topics and following output topics (plain aiokafka)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+from pipeline.cluster.admin import kafka_client_kwargs
+from pipeline.settings import Settings
+from pipeline.tools.replay import Format, iter_lines, parse_line
+from topics.catalog import raw_topic
+from topics.records import HEADER_ORIGIN, HEADER_TIME
+
+
+class RawRecord:
+    """One record for a raw topic: NDJSON lines of one origin."""
+
+    __slots__ = ("value", "origin", "t")
+
+    def __init__(self, value: bytes, origin: str, t: int | None):
+        self.value, self.origin, self.t = value, origin, t
+
+    def headers(self) -> list[tuple[str, bytes]]:
+        h = [(HEADER_ORIGIN, self.origin.encode())]
+        if self.t is not None:
+            h.append((HEADER_TIME, str(self.t).encode()))
+        return h
+
+
+def records_from_file(path: str, fmt: Format, batch: int = 1) -> list[RawRecord]:
+    """The raw records for a file: up to `batch` consecutive lines of the same origin each.
+
+    Raises msgspec errors for a malformed capture line.
+    """
+    out: list[RawRecord] = []
+    with open(path, "rb") as fh:
+        for _, raw in iter_lines(fh):
+            line = parse_line(raw, fmt)
+            last = out[-1] if out else None
+            if (last is not None and batch > 1 and last.origin == line.origin
+                    and last.value.count(b"\n") + 1 < batch):
+                last.value += b"\n" + line.data
+            else:
+                out.append(RawRecord(line.data, line.origin, line.time_ms))
+    return out
+
+
+async def produce(settings: Settings, provider: str, session: str,
+                  records: Iterable[RawRecord]) -> int:
+    """Send records to the provider's raw topic keyed by `session`; returns the count."""
+    from aiokafka import AIOKafkaProducer
+
+    producer = AIOKafkaProducer(**kafka_client_kwargs(settings), acks="all")
+    await producer.start()
+    n = 0
+    try:
+        topic, key = raw_topic(provider), session.encode()
+        futures = []
+        for r in records:
+            futures.append(await producer.send(topic, r.value, key=key, headers=r.headers(),
+                                               timestamp_ms=r.t))
+            n += 1
+        await asyncio.gather(*futures)
+    finally:
+        await producer.stop()
+    return n
+
+
+async def follow(settings: Settings, topics: list[str],
+                 on_record: Callable[[Any], Awaitable[bool] | bool], *,
+                 from_beginning: bool = True, idle_timeout: float | None = None,
+                 deadline: float | None = None,
+                 give_up: Callable[[], bool] | None = None) -> None:
+    """Call on_record(ConsumerRecord) for every record of `topics` until it returns True,
+    nothing arrives for `idle_timeout` seconds, `deadline` (monotonic) passes, or
+    `give_up()` says so."""
+    from aiokafka import AIOKafkaConsumer
+
+    consumer = AIOKafkaConsumer(*topics, **kafka_client_kwargs(settings), group_id=None,
+                                auto_offset_reset="earliest" if from_beginning else "latest",
+                                enable_auto_commit=False)
+    await consumer.start()
+    last = time.monotonic()
+    try:
+        while True:
+            now = time.monotonic()
+            if deadline is not None and now > deadline:
+                return
+            if idle_timeout is not None and now - last > idle_timeout:
+                return
+            if give_up is not None and give_up():
+                return
+            batch = await consumer.getmany(timeout_ms=200)
+            for tp in sorted(batch, key=lambda tp: (tp.topic, tp.partition)):
+                for rec in batch[tp]:
+                    last = time.monotonic()
+                    done = on_record(rec)
+                    if not isinstance(done, bool):
+                        done = await done
+                    if done:
+                        return
+    finally:
+        await consumer.stop()

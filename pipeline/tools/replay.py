@@ -1,0 +1,145 @@
+"""Offline replay: the adapters without a broker (`canonflow replay`).
+
+Reads native messages from files (or stdin), one per line, feeds each line as its
+own record through the provider's translator, and writes canonical events as JSON
+lines. Lines that cannot be translated become dead-letter records (JSON) on the
+error stream, and replay goes on. Deliberately imports neither faust nor aiokafka,
+so it starts fast.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Iterator
+from typing import IO, Any, Literal
+
+import msgspec
+
+from adapters import Line, MemorySpool, Session, Translator, get, new_session, translate_record
+from adapters.projections.chat import ChatState, project_next
+from pipeline.privacy.redact import Redactor
+from topics.catalog import raw_topic
+from topics.chat import encode_chat
+from topics.records import DeadLetter, capture_line_decoder, encode_deadletter
+
+Format = Literal["native", "capture"]
+View = Literal["canonical", "chat"]
+
+
+def default_session_id(path: str) -> str:
+    """A file's session id when none is given: its name without the extensions."""
+    if path == "-":
+        return "stdin"
+    name = os.path.basename(path)
+    for ext in (".jsonl", ".ndjson", ".json", ".capture"):
+        if name.endswith(ext):
+            name = name[: -len(ext)]
+    return name
+
+
+def parse_line(raw: bytes, fmt: Format) -> Line:
+    """One input line as a Line. Raises msgspec errors for a bad capture envelope."""
+    if fmt == "capture":
+        cap = capture_line_decoder.decode(raw)
+        return Line(bytes(cap.msg), cap.origin, cap.t)
+    return Line(raw)
+
+
+class Replayer:
+    """Translates lines of one provider, keeping each session's state between lines."""
+
+    def __init__(self, provider: str, *, include_raw: bool = False,
+                 hold: Callable[[str], int] | None | msgspec.UnsetType = msgspec.UNSET):
+        self.provider = provider
+        # the redactor's (CANONFLOW_REDACT, as the worker's): a delta's tail that may
+        # start a secret waits for the next delta
+        self.hold = Redactor.from_env().hold if hold is msgspec.UNSET else hold
+        self.translator: Translator[Any] = get(provider)
+        self.include_raw = include_raw
+        self.sessions: dict[str, Session[Any]] = {}
+        self.spool = MemorySpool()  # the open items' pending text and output
+        self.topic = raw_topic(provider) if provider else ""
+
+    def feed(self, session_id: str, offset: int, raw: bytes, fmt: Format,
+             time_ms: int | None = None) -> tuple[list[Any], list[DeadLetter]]:
+        """Translate one input line; returns (canonical events, dead letters).
+        `time_ms` is a native line's capture time (the worker's `t` header)."""
+        session = self.sessions.get(session_id) or new_session(self.translator)
+        try:
+            line = parse_line(raw, fmt)
+        except (msgspec.DecodeError, msgspec.ValidationError) as e:
+            self.sessions[session_id] = msgspec.structs.replace(session, watermark=offset)
+            return [], [self._dead(session_id, offset, raw, "MalformedCapture",
+                                   f"not a capture line: {e}")]
+        if time_ms is not None and fmt == "native":
+            line = Line(line.data, line.origin, time_ms)
+        session, events, failures = translate_record(
+            self.translator, session, session_id, [line], offset=offset,
+            include_raw=self.include_raw, spool=self.spool, hold=self.hold)
+        self.sessions[session_id] = session
+        dead = [self._dead(session_id, offset, f.data, type(f.error).__name__, str(f.error),
+                           origin=line.origin) for f in failures]
+        return events, dead
+
+    def _dead(self, session_id: str, offset: int, data: bytes, cls: str, reason: str,
+              origin: Any = msgspec.UNSET) -> DeadLetter:
+        return DeadLetter(topic=self.topic, partition=-1, offset=offset, provider=self.provider,
+                          key=session_id, errorClass=cls, reason=reason, value=data,
+                          origin=origin)
+
+
+def iter_lines(stream: IO[bytes]) -> Iterator[tuple[int, bytes]]:
+    """(line number from 1, line bytes) for every non-blank line."""
+    for n, raw in enumerate(stream, 1):
+        raw = raw.rstrip(b"\r\n")
+        if raw.strip():
+            yield n, raw
+
+
+class ChatView:
+    """The chat projection over replayed canonical events (`--view chat`)."""
+
+    def __init__(self) -> None:
+        self.sessions: dict[str, Session[ChatState]] = {}
+        self.spool = MemorySpool()
+
+    def feed(self, event: Any) -> list[Any]:
+        session, records = project_next(self.sessions.pop(event.sessionId, None), event,
+                                        self.spool)
+        if session is not None:
+            self.sessions[event.sessionId] = session
+        return records
+
+
+def replay(provider: str, inputs: Iterable[tuple[str, IO[bytes]]], out: IO[bytes],
+           err: IO[bytes], *, fmt: Format = "native", session: str | None = None,
+           include_raw: bool = False, view: View = "canonical") -> int:
+    """Replay every input; returns the number of dead letters written to `err`."""
+    redactor = Redactor.from_env()
+    rep = Replayer(provider, include_raw=include_raw, hold=redactor.hold)
+    chat = ChatView() if view == "chat" else None
+    publish = redactor.publisher()
+    dead_count = 0
+    offset = 0  # one running position across files: a session may span several
+    for path, stream in inputs:
+        sid = session or default_session_id(path)
+        for _, raw in iter_lines(stream):
+            offset += 1
+            events, dead = rep.feed(sid, offset, raw, fmt)
+            for ev in events:
+                data, published = publish(ev)
+                if chat is None:
+                    out.write(data)
+                    out.write(b"\n")
+                    continue
+                if published is None:  # a redaction hook made it undecodable
+                    continue
+                for record in chat.feed(published):  # what consumers see: redacted
+                    out.write(encode_chat(record))
+                    out.write(b"\n")
+            for d in dead:  # redacted as the worker's are (CANONFLOW_DEADLETTER_ORIGINAL)
+                err.write(encode_deadletter(redactor.dead_letter(d)))
+                err.write(b"\n")
+            dead_count += len(dead)
+    out.flush()
+    return dead_count

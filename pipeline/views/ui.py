@@ -1,0 +1,591 @@
+"""`canonflow ui`: a live chat view of `agents.chat` in the browser.
+
+A small aiohttp app, separate from the worker: it follows `agents.chat` from the
+beginning (plain aiokafka, no consumer group, so it never moves the workers'
+offsets), keeps a bounded in-memory view of the sessions, and serves one static page
+(pipeline/views/ui_static/, no build step, nothing from a CDN) that lists the sessions and
+shows any of them as a readable chat, updated by Server-Sent Events.
+
+HTTP surface (loopback only by default; the chat holds code and command output). Every
+request must name an allowed host (pipeline.ops.web.AllowedHosts: loopback names, the
+address it came in on, the bound address, --allowed-hosts), else it gets 421, wherever
+the UI listens: a page that rebinds its DNS name to the UI's address sends its own name.
+
+- `GET /` the page; `GET /static/...` its script and style.
+- `GET /api/sessions` the session list, most recent first (JSON array).
+- `GET /api/sessions/{id}` one session's summary and stored records.
+- `GET /api/status` the consumer's state and the store's limits.
+- `GET /events?session=ID` SSE: the session's stored records (`event: record`,
+  `id:` = the record's seq), then `event: ready`, then records as they arrive. A
+  reconnecting browser sends `Last-Event-ID` and gets only what it missed.
+- `GET /events` SSE: `event: sessions` (the whole list), then `event: session`
+  (one changed summary) and `event: removed` (an evicted session).
+
+Memory is bounded: at most `max_records` records per session (oldest dropped
+first; the page says how many were dropped), a session also trims itself to a
+quarter of the byte budget, and beyond `max_sessions` sessions or `max_bytes` in
+all, the least recently active session is evicted. SSE subscribers hold no queue,
+only a cursor (the next seq to send) into that store, so a slow browser cannot
+grow memory; records dropped before it read them are reported as a gap.
+
+aiohttp and aiokafka are imported inside the functions that need them, so
+importing this module (as the CLI does) stays cheap and starts nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from pipeline.ops.web import AllowedHosts, host_guard
+from topics.catalog import CHAT_TOPIC
+
+if TYPE_CHECKING:
+    from aiohttp import web
+
+    from pipeline.settings import Settings
+
+STATIC_DIR = Path(__file__).with_name("ui_static")
+DEFAULT_PORT = 8066
+DEFAULT_MAX_SESSIONS = 200
+DEFAULT_MAX_RECORDS = 5000
+DEFAULT_MAX_BYTES = 64 * 1024 * 1024
+HEARTBEAT_SECONDS = 15.0
+
+#: Session states, as /api/sessions reports them.
+WORKING, WAITING_APPROVAL, WAITING_ANSWER, DONE, FAILED = (
+    "working", "waiting_approval", "waiting_answer", "done", "failed")
+
+_RECORD_OVERHEAD = 96  # rough bytes per stored record beyond its JSON text
+
+
+class SessionView:
+    """What the UI knows about one session: its newest records and derived state."""
+
+    __slots__ = ("session_id", "provider", "records", "bytes", "last_seq", "dropped", "phase",
+                 "pending_approvals", "pending_questions", "turns", "last_activity", "preview")
+
+    def __init__(self, session_id: str, provider: str):
+        self.session_id, self.provider = session_id, provider
+        self.records: deque[tuple[int, str]] = deque()  # (seq, JSON text), seq increasing
+        self.bytes = 0
+        self.last_seq = 0
+        self.dropped = 0  # records this view no longer holds (trimmed, or before it started)
+        self.phase = WORKING
+        self.pending_approvals: dict[str, dict[str, Any]] = {}
+        self.pending_questions: set[str] = set()
+        self.turns = 0
+        self.last_activity = 0  # epoch ms of the newest record (Kafka timestamp)
+        self.preview = ""
+
+    @property
+    def state(self) -> str:
+        if self.pending_approvals:
+            return WAITING_APPROVAL
+        if self.pending_questions:
+            return WAITING_ANSWER
+        return self.phase
+
+    def apply(self, r: dict[str, Any]) -> None:
+        """Update the derived state with one record (already known to be new)."""
+        t = r.get("type")
+        if t == "done":
+            self.phase = FAILED if r.get("is_error") else DONE
+            self.turns += 1
+            # a turn that ended leaves nothing waiting
+            self.pending_approvals.clear()
+            self.pending_questions.clear()
+            self.preview = _clip(r.get("final_text") or r.get("result") or self.preview)
+            return
+        if t == "error":
+            if not r.get("will_retry"):
+                self.phase = FAILED
+            self.preview = _clip(str(r.get("message") or ""))
+            return
+        self.phase = WORKING
+        if t == "text":
+            self.preview = _clip(str(r.get("accumulated") or r.get("content") or ""))
+        elif t == "approval":
+            rid = str(r.get("request_id"))
+            if r.get("state") == "opened":
+                self.pending_approvals[rid] = {"request_id": rid,
+                                               "request_type": r.get("request_type"),
+                                               "tool_name": r.get("tool_name"),
+                                               "detail": _clip(str(r.get("detail") or ""))}
+            else:
+                self.pending_approvals.pop(rid, None)
+        elif t == "question":
+            rid = str(r.get("request_id"))
+            if r.get("state") == "asked":
+                self.pending_questions.add(rid)
+            else:
+                self.pending_questions.discard(rid)
+
+    def since(self, seq: int) -> list[tuple[int, str]]:
+        """Stored records with seq >= `seq`, oldest first."""
+        out: list[tuple[int, str]] = []
+        for item in reversed(self.records):
+            if item[0] < seq:
+                break
+            out.append(item)
+        out.reverse()
+        return out
+
+    def summary(self) -> dict[str, Any]:
+        return {"session_id": self.session_id, "provider": self.provider, "state": self.state,
+                "last_activity": self.last_activity, "last_seq": self.last_seq,
+                "records": len(self.records), "dropped": self.dropped, "turns": self.turns,
+                "pending_approvals": list(self.pending_approvals.values()),
+                "preview": self.preview}
+
+
+def _clip(text: str, width: int = 160) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+class Watcher:
+    """One SSE subscriber: woken when its session (or, for the list, any session)
+    changes. Holds no records, only what changed."""
+
+    __slots__ = ("session_id", "wake", "dirty")
+
+    def __init__(self, session_id: str | None):
+        self.session_id = session_id
+        self.wake = asyncio.Event()
+        self.dirty: set[str] = set()  # list watchers: sessions changed or removed
+
+
+class ChatStore:
+    """A bounded, LRU-evicting view of the chat topic. Used from one event loop only."""
+
+    def __init__(self, *, max_sessions: int = DEFAULT_MAX_SESSIONS,
+                 max_records: int = DEFAULT_MAX_RECORDS, max_bytes: int = DEFAULT_MAX_BYTES):
+        if max_sessions < 1 or max_records < 1 or max_bytes < 1:
+            raise ValueError("the UI store's limits must be positive")
+        self.max_sessions, self.max_records, self.max_bytes = max_sessions, max_records, max_bytes
+        self.sessions: OrderedDict[str, SessionView] = OrderedDict()  # least recent first
+        self.bytes = 0
+        self.accepted = self.duplicates = self.rejected = self.evicted = 0
+        self.closing = False
+        self._watchers: dict[str | None, set[Watcher]] = {}
+
+    def add(self, value: bytes | None, timestamp_ms: int | None = None) -> bool:
+        """Take one `agents.chat` record value; False when it is a duplicate (seq already
+        seen: at-least-once delivery) or not a chat record (counted, never raised)."""
+        try:
+            if value is None:  # a tombstone: nothing to show
+                raise TypeError
+            text = value.decode("utf-8")
+            r = json.loads(text)
+            sid, seq = r["session_id"], r["seq"]
+            if not (isinstance(sid, str) and isinstance(seq, int)
+                    and isinstance(r.get("type"), str)):
+                raise TypeError
+        except (ValueError, TypeError, KeyError):
+            self.rejected += 1
+            return False
+        s = self.sessions.get(sid)
+        if s is None:
+            s = self.sessions[sid] = SessionView(sid, str(r.get("provider") or "?"))
+            s.dropped = s.last_seq = seq - 1  # started mid-session (or after an eviction)
+        elif seq <= s.last_seq:
+            self.duplicates += 1
+            return False
+        if "\n" in text or "\r" in text:  # one SSE data line per record
+            text = json.dumps(r)
+        size = len(text) + _RECORD_OVERHEAD
+        s.records.append((seq, text))
+        s.bytes += size
+        self.bytes += size
+        s.last_seq = seq
+        s.last_activity = timestamp_ms if timestamp_ms is not None else int(time.time() * 1000)
+        s.apply(r)
+        self.sessions.move_to_end(sid)
+        self.accepted += 1
+        self._trim(s)
+        self._evict(keep=sid)
+        self._notify(sid)
+        return True
+
+    def _trim(self, s: SessionView) -> None:
+        while len(s.records) > 1 and (len(s.records) > self.max_records
+                                      or s.bytes > self.max_bytes // 4):
+            _, text = s.records.popleft()
+            size = len(text) + _RECORD_OVERHEAD
+            s.bytes -= size
+            self.bytes -= size
+            s.dropped += 1
+
+    def _evict(self, keep: str) -> None:
+        while len(self.sessions) > 1 and (len(self.sessions) > self.max_sessions
+                                          or self.bytes > self.max_bytes):
+            sid = next(iter(self.sessions))
+            if sid == keep:
+                break
+            self.bytes -= self.sessions.pop(sid).bytes
+            self.evicted += 1
+            self._notify(sid)
+
+    def _notify(self, sid: str) -> None:
+        for w in self._watchers.get(sid, ()):
+            w.wake.set()
+        for w in self._watchers.get(None, ()):
+            w.dirty.add(sid)
+            w.wake.set()
+
+    def watch(self, session_id: str | None) -> Watcher:
+        """Subscribe to one session (or, with None, to the list); pair with `unwatch`."""
+        w = Watcher(session_id)
+        self._watchers.setdefault(session_id, set()).add(w)
+        if session_id is not None and session_id in self.sessions:  # being read: keep it
+            self.sessions.move_to_end(session_id)
+        return w
+
+    def unwatch(self, w: Watcher) -> None:
+        group = self._watchers.get(w.session_id)
+        if group is not None:
+            group.discard(w)
+            if not group:
+                del self._watchers[w.session_id]
+
+    def close(self) -> None:
+        """Wake every subscriber so its stream ends (server shutdown)."""
+        self.closing = True
+        for group in self._watchers.values():
+            for w in group:
+                w.wake.set()
+
+    def summaries(self) -> list[dict[str, Any]]:
+        """Every session's summary, most recently active first."""
+        return [s.summary() for s in sorted(self.sessions.values(),
+                                            key=lambda s: s.last_activity, reverse=True)]
+
+
+class ConsumerStatus:
+    """What /api/status says about the chat consumer."""
+
+    __slots__ = ("connected", "error", "records")
+
+    def __init__(self) -> None:
+        self.connected = False
+        self.error: str | None = None  # why the last attempt failed
+        self.records = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"connected": self.connected, "error": self.error, "records": self.records}
+
+
+async def consume_chat(settings: Settings, store: ChatStore, status: ConsumerStatus, *,
+                       from_beginning: bool = True) -> None:
+    """Feed `agents.chat` into the store until cancelled; reconnects with backoff when
+    the broker is unreachable (the error shows in /api/status). Never raises except
+    CancelledError."""
+    from aiokafka import AIOKafkaConsumer
+
+    from pipeline.cluster.admin import kafka_client_kwargs
+
+    delay = 0.5
+    while True:
+        consumer = AIOKafkaConsumer(CHAT_TOPIC, **kafka_client_kwargs(settings), group_id=None,
+                                    auto_offset_reset="earliest" if from_beginning else "latest",
+                                    enable_auto_commit=False)
+        try:
+            await consumer.start()
+            status.connected, status.error, delay = True, None, 0.5
+            while True:
+                batch = await consumer.getmany(timeout_ms=500)
+                for tp in sorted(batch, key=lambda tp: tp.partition):
+                    for rec in batch[tp]:
+                        status.records += 1
+                        store.add(rec.value, rec.timestamp)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # noqa: BLE001 - any broker trouble: report, back off, retry
+            status.connected, status.error = False, f"{type(e).__name__}: {e}"
+        finally:
+            status.connected = False
+            try:
+                await consumer.stop()
+            except Exception:  # noqa: BLE001, S110 - the consumer may never have started
+                pass
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 10.0)
+
+
+def _sse(event: str, data: str, event_id: int | None = None) -> bytes:
+    head = f"id: {event_id}\n" if event_id is not None else ""
+    return f"{head}event: {event}\ndata: {data}\n\n".encode()
+
+
+class _Handlers:
+    """The HTTP handlers over one store (kept together so no module-level app keys)."""
+
+    def __init__(self, store: ChatStore, status: ConsumerStatus, settings: Settings):
+        self.store, self.status, self.settings = store, status, settings
+
+    async def index(self, request: web.Request) -> web.StreamResponse:
+        from aiohttp import web
+
+        return web.FileResponse(STATIC_DIR / "index.html",
+                                headers={"Cache-Control": "no-cache"})
+
+    async def sessions(self, request: web.Request) -> web.StreamResponse:
+        from aiohttp import web
+
+        return web.json_response(self.store.summaries())
+
+    async def session(self, request: web.Request) -> web.StreamResponse:
+        from aiohttp import web
+
+        s = self.store.sessions.get(request.match_info["session_id"])
+        if s is None:
+            raise web.HTTPNotFound(text="no such session (or evicted)")
+        return web.json_response({"session": s.summary(),
+                                  "records": [json.loads(t) for _, t in s.records]})
+
+    async def status_(self, request: web.Request) -> web.StreamResponse:
+        from aiohttp import web
+
+        st = self.store
+        return web.json_response({
+            "broker": self.settings.broker, "topic": CHAT_TOPIC,
+            "consumer": self.status.as_dict(),
+            "store": {"sessions": len(st.sessions), "bytes": st.bytes, "accepted": st.accepted,
+                      "duplicates": st.duplicates, "rejected": st.rejected,
+                      "evicted": st.evicted},
+            "limits": {"max_sessions": st.max_sessions, "max_records": st.max_records,
+                       "max_bytes": st.max_bytes}})
+
+    async def events(self, request: web.Request) -> web.StreamResponse:
+        from aiohttp import web
+
+        sid = request.query.get("session")
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream",
+                                           "Cache-Control": "no-cache",
+                                           "X-Accel-Buffering": "no"})
+        await resp.prepare(request)
+        w = self.store.watch(sid)
+        try:
+            if sid is None:
+                await self._stream_list(resp, w)
+            else:
+                try:
+                    cursor = int(request.headers.get("Last-Event-ID", "0")) + 1
+                except ValueError:
+                    cursor = 1
+                await self._stream_session(resp, w, sid, max(cursor, 1))
+        except ConnectionError:
+            pass  # the browser went away
+        finally:
+            self.store.unwatch(w)
+        return resp
+
+    async def _wait(self, resp: web.StreamResponse, w: Watcher) -> bool:
+        """Wait for a change, sending heartbeats; False when the server shuts down."""
+        while not self.store.closing:
+            try:
+                await asyncio.wait_for(w.wake.wait(), HEARTBEAT_SECONDS)
+            except TimeoutError:
+                await resp.write(b": ping\n\n")  # raises once the browser has gone
+                continue
+            w.wake.clear()
+            return not self.store.closing
+        return False
+
+    async def _stream_session(self, resp: web.StreamResponse, w: Watcher, sid: str,
+                              cursor: int) -> None:
+        ready = False
+        while True:
+            s = self.store.sessions.get(sid)
+            items = s.since(cursor) if s is not None else []
+            if items and items[0][0] > cursor:
+                gap = {"from": cursor, "to": items[0][0] - 1}
+                await resp.write(_sse("gap", json.dumps(gap)))
+            chunk = b"".join(_sse("record", text, seq) for seq, text in items)
+            if items:
+                cursor = items[-1][0] + 1
+            if not ready:
+                chunk += _sse("ready", json.dumps({"session_id": sid, "next_seq": cursor}))
+                ready = True
+            if chunk:
+                await resp.write(chunk)
+            if not await self._wait(resp, w):
+                return
+
+    async def _stream_list(self, resp: web.StreamResponse, w: Watcher) -> None:
+        await resp.write(_sse("sessions", json.dumps(self.store.summaries())))
+        while await self._wait(resp, w):
+            changed, w.dirty = w.dirty, set()
+            parts = []
+            for sid in sorted(changed):
+                s = self.store.sessions.get(sid)
+                parts.append(_sse("session", json.dumps(s.summary())) if s is not None
+                             else _sse("removed", json.dumps({"session_id": sid})))
+            await resp.write(b"".join(parts))
+
+
+def create_ui_app(settings: Settings, *, max_sessions: int = DEFAULT_MAX_SESSIONS,
+                  max_records: int = DEFAULT_MAX_RECORDS, max_bytes: int = DEFAULT_MAX_BYTES,
+                  from_beginning: bool = True, consume: bool = True,
+                  allowed_hosts: AllowedHosts | None = None,
+                  store: ChatStore | None = None) -> web.Application:
+    """The UI's aiohttp application. Nothing runs until the app is started: then the
+    chat consumer starts (unless `consume` is False, e.g. to feed `store` directly),
+    and it stops with the app. It answers the hosts `allowed_hosts` allows (default:
+    loopback names and the address a request came in on), others get 421.
+
+    Raises ValueError for non-positive limits.
+    """
+    from aiohttp import web
+
+    store = store if store is not None else ChatStore(
+        max_sessions=max_sessions, max_records=max_records, max_bytes=max_bytes)
+    status = ConsumerStatus()
+    h = _Handlers(store, status, settings)
+    guard = host_guard(allowed_hosts or AllowedHosts.parse(""), "canonflow ui")
+    app = web.Application(middlewares=[guard])
+    app.router.add_get("/", h.index)
+    app.router.add_get("/api/sessions", h.sessions)
+    app.router.add_get("/api/sessions/{session_id}", h.session)
+    app.router.add_get("/api/status", h.status_)
+    app.router.add_get("/events", h.events)
+    app.router.add_static("/static/", STATIC_DIR)
+
+    async def consumer_ctx(app: web.Application) -> Any:
+        task = (asyncio.create_task(consume_chat(settings, store, status,
+                                                 from_beginning=from_beginning))
+                if consume else None)
+        yield
+        if task is not None:
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+
+    async def on_shutdown(app: web.Application) -> None:
+        store.close()
+
+    app.cleanup_ctx.append(consumer_ctx)
+    app.on_shutdown.append(on_shutdown)
+    return app
+
+
+async def serve_ui(app: web.Application, host: str, port: int, stop: asyncio.Event,
+                   on_ready: Callable[[str], None] | None = None) -> None:
+    """Serve `app` on host:port (0 = a free port) until `stop` is set; `on_ready` gets
+    the URL once it listens. Raises OSError when the address is taken."""
+    from aiohttp import web
+
+    runner = web.AppRunner(app, shutdown_timeout=5.0, access_log=None)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, host, port)
+        await site.start()
+        bound_host, bound_port = runner.addresses[0][:2]
+        shown = f"[{bound_host}]" if ":" in str(bound_host) else bound_host
+        if on_ready is not None:
+            on_ready(f"http://{shown}:{bound_port}/")
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+
+
+def ui_app_for(settings: Settings, host: str, allowed_hosts: str, **options: Any
+               ) -> web.Application:
+    """The application `canonflow ui --host HOST --allowed-hosts ...` serves: beyond
+    loopback too, it answers only loopback names, HOST, the address a request came in
+    on and `allowed_hosts` (comma-separated, as pipeline.ops.web.AllowedHosts.parse reads).
+
+    Raises ValueError for a bad entry or limit.
+    """
+    return create_ui_app(settings, allowed_hosts=AllowedHosts.parse(allowed_hosts, bound=host),
+                         **options)
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@click.command("ui")
+@click.option("--broker", "-b", envvar="CANONFLOW_BROKER", default=None,
+              help="kafka://host:port of the cluster to read agents.chat from "
+                   "(env CANONFLOW_BROKER).")
+@click.option("--host", envvar="CANONFLOW_UI_HOST", default="127.0.0.1", show_default=True,
+              help="Address to listen on (env CANONFLOW_UI_HOST). Keep it loopback: the chat "
+                   "shows code and command output, and the page has no login.")
+@click.option("--port", envvar="CANONFLOW_UI_PORT", type=int, default=DEFAULT_PORT,
+              show_default=True, help="Port (env CANONFLOW_UI_PORT; 0 = any free port).")
+@click.option("--allowed-hosts", envvar="CANONFLOW_UI_ALLOWED_HOSTS", default="",
+              help="Host names the UI answers besides loopback names, --host and the "
+                   "address a request came in on: comma-separated names, .suffixes, IP "
+                   "addresses, networks, or * for any (env CANONFLOW_UI_ALLOWED_HOSTS). "
+                   "Others get 421, so no page can read the chat by rebinding its name.")
+@click.option("--max-sessions", envvar="CANONFLOW_UI_MAX_SESSIONS", type=int,
+              default=DEFAULT_MAX_SESSIONS, show_default=True,
+              help="Sessions kept in memory; the least recently active is evicted.")
+@click.option("--max-records", envvar="CANONFLOW_UI_MAX_RECORDS", type=int,
+              default=DEFAULT_MAX_RECORDS, show_default=True,
+              help="Records kept per session; the oldest are dropped.")
+@click.option("--max-mb", envvar="CANONFLOW_UI_MAX_MB", type=int,
+              default=DEFAULT_MAX_BYTES // (1024 * 1024), show_default=True,
+              help="Memory budget of the store, in MiB (one session gets at most a quarter).")
+@click.option("--from-beginning/--from-now", default=True, show_default=True,
+              help="Read agents.chat from its start, or only new records.")
+def ui(broker: str | None, host: str, port: int, allowed_hosts: str, max_sessions: int,
+       max_records: int, max_mb: int, from_beginning: bool) -> None:
+    """Serve a live chat view of agents.chat in the browser (http://127.0.0.1:8066/).
+
+    Lists the sessions with provider, state and last activity; shows any of them as
+    a readable chat, updated live. Runs until Ctrl-C / SIGTERM.
+    """
+    import signal
+
+    from pipeline.settings import from_env
+
+    try:
+        settings = from_env(broker=broker)
+    except ValueError as e:
+        raise click.UsageError(str(e)) from None
+    if not settings.broker:
+        raise click.UsageError("ui needs --broker (or CANONFLOW_BROKER)")
+    try:
+        app = ui_app_for(settings, host, allowed_hosts, max_sessions=max_sessions,
+                         max_records=max_records, max_bytes=max_mb * 1024 * 1024,
+                         from_beginning=from_beginning)
+    except ValueError as e:
+        raise click.UsageError(str(e)) from None
+    if not _is_loopback(host):
+        click.echo(f"canonflow ui: WARNING: listening on {host}, beyond this machine, "
+                   "with no login", err=True)
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await serve_ui(app, host, port, stop, on_ready=lambda url: click.echo(
+            f"canonflow ui: {url} (agents.chat on {settings.broker}; Ctrl-C stops)", err=True))
+
+    try:
+        asyncio.run(main())
+    except OSError as e:
+        raise click.ClickException(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+
+
+__all__ = ["ChatStore", "SessionView", "consume_chat", "create_ui_app", "serve_ui", "ui",
+           "ui_app_for", "STATIC_DIR", "DEFAULT_PORT"]

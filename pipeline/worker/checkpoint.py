@@ -1,0 +1,186 @@
+"""A normalize agent's batch on its way out: publish -> store -> acknowledge.
+
+The one invariant that makes a crash harmless: STATE NEVER AHEAD OF WHAT WAS PUBLISHED
+(pipeline.worker.normalize). A batch's new session states are stored only once the
+events they stand for are delivered, and Faust acknowledges the batch's records only
+once the states are stored. A worker that dies anywhere in between reads the batch
+again after its restart: each record is either below its session's stored watermark
+(nothing happens) or translated again into the same events with the same eventIds
+(consumers drop the copies).
+
+`Checkpoint` holds what one batch produced, and its `commit` runs the steps in that
+order, one method each (the shape of quix-streams' checkpoint: collect, then produce,
+flush, store, commit).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from pipeline.ops.metrics import Item, WorkerMetrics
+from pipeline.privacy.redact import Redactor
+from pipeline.worker.faust_door import Entry, local, note_persisted, write_entries
+from pipeline.worker.fleet import Counted, FleetStage
+from pipeline.worker.normalize import BatchSpool, Output
+from pipeline.worker.output import OutputProducer, Record
+from topics.catalog import CANONICAL_TOPIC, CHAT_TOPIC, DEADLETTER_TOPIC
+
+log = logging.getLogger("canonflow")
+
+
+class Tables:
+    """A normalize agent's two tables: session states, and their items' spooled chunks."""
+
+    def __init__(self, sessions: Any, items: Any, redactor: Redactor | None = None):
+        self.sessions = sessions
+        self.items = items
+        self.redactor = redactor  # redacts the spooled chunks before they are stored
+
+    def spool(self) -> BatchSpool:
+        data = local(self.items)
+        return BatchSpool(lambda key: data.get(key), self.redactor)
+
+
+class Sessions:
+    """What an agent shares with its idle-session scan: the lock that keeps them from
+    interleaving on one table, and when each local session last had a record."""
+
+    def __init__(self) -> None:
+        self.lock = asyncio.Lock()
+        self.last_seen: dict[bytes, float] = {}
+
+
+def outputs(out: Output, key: bytes | None, partition: int, ts_ms: int | None
+            ) -> Iterator[Item]:
+    """What `out` publishes, on the partition of the record it came from: its canonical
+    events, chat records and dead letters."""
+    for topic, values in ((CANONICAL_TOPIC, out.records), (CHAT_TOPIC, out.chat),
+                          (DEADLETTER_TOPIC, out.deadletters)):
+        for value in values:
+            yield topic, value, key, partition, ts_ms
+
+
+async def store(sink: OutputProducer, table: Any, entries: list[Entry], agent: str) -> None:
+    """Write `entries` to `table` and deliver their changelog records, and wait for them,
+    as Faust does before it commits the offsets of the records they came from.
+
+    The session tables' changelogs go through the output producer, in record batches,
+    instead of Faust's producer (which on the embedded broker must send every record in
+    a batch of its own): measured, that producer was an eighth of the worker's time."""
+    records: list[Record] = list(write_entries(table, entries))
+    if not records:
+        return
+    ends = await sink.publish(records, f"{agent}.changelog",
+                              exact_ends=sink.settings.producer_max_batch_size == 1)
+    note_persisted([table], ends)
+
+
+class Checkpoint:
+    """One batch of a normalize agent: what its records produced (`add`), then the
+    steps that make it durable, in order (`commit`):
+
+    1. `publish`: the canonical events, chat records and dead letters, on each record's
+       own partition, with the item chunks the batch spooled (written locally, their
+       changelog records in the same delivery, so a stored state never names a chunk
+       that is not stored); waits until every one is delivered (sent again until it
+       is: OutputProducer.publish).
+    2. `store`: each session's new state, locally and in its changelog partition (the
+       partition of the records it came from), delivered and noted persisted.
+    3. `drop`: the chunks the batch no longer needs, after the states, so that a state
+       not stored yet never names a chunk already gone.
+    4. `count`: the delivered events into the fleet stage and the worker's metrics;
+       counting never stops a delivered batch from being acknowledged.
+    5. `acknowledge`: the batch is done. The agent then asks Faust for its next batch,
+       and Faust acknowledges this one's records. A batch whose agent stops before this
+       step is held back (faust_door.hold_unacknowledged) and read again after a restart.
+    """
+
+    def __init__(self, name: str, provider: str, tables: Tables, sessions: Sessions,
+                 sink: OutputProducer, metrics: WorkerMetrics, fleet: FleetStage | None):
+        self.name, self.provider = name, provider
+        self.tables, self.sessions = tables, sessions
+        self.sink, self.metrics, self.fleet = sink, metrics, fleet
+        self.spool = tables.spool()
+        self.items: list[Item] = []
+        #: session key -> (partition, new state (None: delete), its last record)
+        self.states: dict[bytes, tuple[int, bytes | None, Any]] = {}
+        self.counted: list[Counted] = []
+        self.stamps: list[float] = []
+        self.records = self.lines = 0
+        self.started = time.perf_counter()
+        self.seconds = {"translate": 0.0, "publish": 0.0}
+        self.acknowledged = False
+
+    def stored(self, key: bytes) -> bytes | None:
+        """The session's state as this batch left it so far (its table value at first):
+        a session's state is read once and written once per batch."""
+        if key in self.states:
+            return self.states[key][1]
+        return self.tables.sessions.get(key)  # type: ignore[no-any-return]
+
+    def add(self, out: Output, key: bytes | None, value: bytes | None, partition: int,
+            offset: int, ts: float | None, record: Any) -> None:
+        """What one record (`record`, at `offset` of `partition`) produced."""
+        ts_ms = int(ts * 1000) if ts else None
+        self.records += 1
+        self.items.extend(outputs(out, key, partition, ts_ms))
+        if self.fleet is not None and key is not None:
+            self.counted.extend(Counted(key, v, partition, offset, ts_ms or 0, record)
+                                for v in out.records)
+        if key is not None and (out.state is not None or out.delete):
+            self.states[key] = (partition, out.state, record)
+        if value:
+            self.lines += value.count(b"\n") + (value[-1:] != b"\n")
+        if ts:
+            self.stamps.append(ts)
+
+    async def commit(self) -> None:
+        """Steps 1 to 5, in order. Raises only CancelledError (the worker stops before
+        the batch is delivered: it is not acknowledged)."""
+        self.seconds["translate"] = time.perf_counter() - self.started
+        t0 = time.perf_counter()
+        await self.publish()
+        self.seconds["publish"] = time.perf_counter() - t0
+        await self.store()
+        await self.drop()
+        await self.count()
+        self.acknowledge()
+
+    async def publish(self) -> None:
+        chunks = write_entries(self.tables.items, self.spool.entries(drops=False))
+        if self.items or chunks:
+            records: list[Record] = [*self.items, *chunks]
+            ends = await self.sink.publish(
+                records, self.name, exact_ends=self.sink.settings.producer_max_batch_size == 1)
+            note_persisted([self.tables.items], ends)
+
+    async def store(self) -> None:
+        await store(self.sink, self.tables.sessions,
+                    [(key, partition, state, last)
+                     for key, (partition, state, last) in self.states.items()], self.name)
+        now = time.monotonic()
+        for key, (_, state, _) in self.states.items():
+            if state is None:
+                self.sessions.last_seen.pop(key, None)
+            else:
+                self.sessions.last_seen[key] = now
+
+    async def drop(self) -> None:
+        await store(self.sink, self.tables.items, self.spool.entries(drops=True), self.name)
+
+    async def count(self) -> None:
+        if self.counted and self.fleet is not None:
+            await self.fleet.count(self.counted)
+        try:
+            self.metrics.normalized(self.provider, self.name, self.records, self.lines,
+                                    self.items, self.stamps, self.seconds["translate"],
+                                    self.seconds["publish"])
+        except Exception:  # counting must not stop a delivered batch from being acknowledged
+            log.exception("%s: a batch could not be counted", self.name)
+
+    def acknowledge(self) -> None:
+        self.acknowledged = True

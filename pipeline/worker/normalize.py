@@ -1,0 +1,398 @@
+"""One raw record in, canonical events, chat records and dead letters out: the normalize
+without its I/O, so the worker and the tests run the very same code.
+
+The Faust agent (pipeline.worker.app) reads the session's stored state from its table,
+calls `Normalizer.process`, publishes what comes back, waits for delivery, and
+only then stores the new state. That order is what makes a crash harmless: state
+is never ahead of what was published, and a record delivered again after a crash
+is either below the stored watermark (nothing happens) or translated again into
+the same events with the same eventIds (a consumer drops the duplicates).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Iterable
+from typing import Any, Generic, TypeVar
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from adapters import (
+    AdapterError,
+    InternalError,
+    Line,
+    MemorySpool,
+    Session,
+    Spool,
+    Translator,
+    get,
+    new_session,
+    split_lines,
+    translate_record,
+)
+from adapters.core import DEFAULT_ITEM_CAP, close_session
+from adapters.projections.chat import SPOOL_PREFIX as CHAT_SPOOL_PREFIX
+from adapters.projections.chat import ChatState, project_next
+from pipeline.privacy.redact import Redactor
+from topics.canonical import (
+    RuntimeWarningEvent,
+    RuntimeWarningPayload,
+    decode_event,
+    encode_event,
+)
+from topics.catalog import EVENT_MAX_MESSAGE_BYTES, raw_topic
+from topics.chat import ChatError, encode_chat
+from topics.records import HEADER_ORIGIN, HEADER_TIME, DeadLetter, Origin, encode_deadletter
+
+log = logging.getLogger(__name__)
+#: Distinct internal errors logged with their trace per normalizer (a bug that fails
+#: in ever new places is still logged boundedly; the dead letters count every one).
+_LOGGED_KEPT = 256
+S = TypeVar("S", bound=msgspec.Struct)
+
+
+class Output(msgspec.Struct, frozen=True):
+    """What one input record produced: the encoded canonical events, chat records and
+    dead letters, and the new session state. `state` is None when the record changed
+    nothing (a redelivery, or a record dead-lettered whole); `delete` says the session
+    is over and its state must be removed."""
+
+    state: bytes | None
+    records: list[bytes]
+    deadletters: list[bytes]
+    delete: bool = False
+    chat: list[bytes] = []
+
+
+class SessionEntry(msgspec.Struct, Generic[S], array_like=True, frozen=True):
+    """A session's table value: the translator's session and, when the chat
+    projection runs, the chat projection's own state. One value, written once per
+    batch, so the two can never disagree after a crash."""
+
+    session: Session[S]
+    chat: Session[ChatState] | None = None
+
+
+class BatchSpool:
+    """The conversation core's Spool over a table (`items.<provider>`, keyed by session,
+    stream and chunk number) for one batch of records: reads see the batch's own
+    writes, which are kept here until the batch is delivered and then stored (`puts`
+    with the batch's output, before the states that refer to them; `drops` after).
+
+    `at(partition, record)` names the record the next writes belong to: a session's
+    chunks live on its partition."""
+
+    def __init__(self, get: Any = None, redactor: Redactor | None = None):
+        self._get = get or (lambda key: None)
+        self.writes: dict[bytes, tuple[bytes | None, int, Any]] = {}
+        self._partition, self._record = -1, None
+        self._redact = redactor.redact_text if redactor is not None and redactor.active else None
+
+    def at(self, partition: int, record: Any) -> None:
+        self._partition, self._record = partition, record
+
+    @staticmethod
+    def key(session: str, key: str, n: int) -> bytes:
+        return f"{session}\x00{key}\x00{n}".encode("utf-8", "surrogatepass")
+
+    def get(self, session: str, key: str, n: int) -> str | None:
+        k = self.key(session, key, n)
+        written = self.writes.get(k)
+        value = written[0] if written is not None else self._get(k)
+        return None if value is None else value.decode("utf-8", "surrogatepass")
+
+    def put(self, session: str, key: str, n: int, data: str | None) -> None:
+        if data and self._redact is not None and not key.startswith(CHAT_SPOOL_PREFIX):
+            data = self._at_rest(data)
+        value = None if data is None else data.encode("utf-8", "surrogatepass")
+        self.writes[self.key(session, key, n)] = (value, self._partition, self._record)
+
+    def _at_rest(self, data: str) -> str:
+        """`data` redacted before it is stored: no secret at rest in the items changelog
+        (issue 25). Each chunk holds every secret whole: the conversation core holds a
+        chunk's end that may start one for the next chunk (adapters.core.emitter,
+        Emitter._seal, with the same hold policy as the deltas). The chat's pieces are
+        not redacted again: the chat projects published, already redacted events. The
+        stream's lengths in the session count what the runtime sent (outputLength); the
+        text the completed item delivers is the redacted one, as it is published."""
+        assert self._redact is not None
+        return self._redact(data.encode("utf-8", "surrogatepass")).decode(
+            "utf-8", "surrogatepass")
+
+    def entries(self, drops: bool) -> list[tuple[bytes, int, bytes | None, Any]]:
+        """The writes (drops=False) or the deletions (drops=True), as table entries
+        (key, partition, value or None, record)."""
+        return [(k, partition, value, record)
+                for k, (value, partition, record) in self.writes.items()
+                if (value is None) == drops]
+
+
+class BadHeader(ValueError):
+    """A header canonflow reads holds a value it cannot take."""
+
+
+def parse_headers(headers: Any) -> tuple[Origin, int | None]:
+    """(origin, capture time ms) from Kafka headers given as a mapping or (k, v) pairs.
+    No `origin` header means the agent wrote it (DESIGN.md, raw records); one that is
+    neither `agent` nor `client` raises BadHeader: taking a client's decision for the
+    agent's words invents requests, so such a record is dead-lettered, not guessed at.
+    A `t` that is not an integer is ignored (the Kafka timestamp stands in)."""
+    items: Iterable[tuple[str, Any]] = headers.items() if hasattr(headers, "items") else headers or ()
+    origin: Origin = "agent"
+    t: int | None = None
+    for k, v in items:
+        if isinstance(v, bytes):
+            v = v.decode("utf-8", "replace")
+        if k == HEADER_ORIGIN:
+            if v not in ("agent", "client"):
+                raise BadHeader(f"header {HEADER_ORIGIN!r} is {str(v)[:40]!r}: it must be "
+                                "'agent' or 'client'")
+            # the literal itself, not the decoded copy: msgspec's omit_defaults compares
+            # by identity, and raw.origin must be written exactly as replay writes it
+            origin = "agent" if v == "agent" else "client"
+        elif k == HEADER_TIME:
+            try:
+                t = int(v)
+            except (TypeError, ValueError):
+                t = None
+    return origin, t
+
+
+class Normalizer:
+    """The translation step of one provider's normalize agent, and the chat projection
+    of the events it produces.
+
+    The chat view (agents.chat) is a function of each session's canonical events. It
+    is computed here, on the events as they are published (redacted), rather than by
+    a second stage reading agents.canonical back: measured with `canonflow bench`, that
+    second consumer cost the worker 40% of its throughput, one Faust record per
+    canonical event. Its state lives in the session's own table value (SessionEntry).
+    """
+
+    def __init__(self, provider: str, *, include_raw: bool = False,
+                 max_record_bytes: int = 1024 * 1024, max_message_bytes: int | None = None,
+                 redactor: Redactor | None = None, chat: bool = True,
+                 item_cap: int = DEFAULT_ITEM_CAP,
+                 max_event_bytes: int = EVENT_MAX_MESSAGE_BYTES):
+        self.provider = provider
+        self.redactor = redactor if redactor is not None else Redactor.from_env()
+        self._publish = self.redactor.publisher()
+        self.topic = raw_topic(provider)
+        self.translator: Translator[Any] = get(provider)
+        self.include_raw = include_raw
+        self.max_record_bytes = max_record_bytes
+        self.max_message_bytes = max_message_bytes  # of a dead letter; None: no bound
+        self.chat = chat
+        self.item_cap = item_cap
+        self.max_event_bytes = max_event_bytes  # of a canonical event or chat record
+        self._encode_state = msgspec.msgpack.Encoder().encode
+        self._decode_state = msgspec.msgpack.Decoder(
+            SessionEntry[self.translator.state_type]).decode  # type: ignore[name-defined]
+        self._logged: set[str] = set()  # the internal errors whose trace was logged
+
+    def decode_state(self, stored: bytes | None) -> SessionEntry[Any]:
+        if not stored:
+            return SessionEntry(new_session(self.translator))
+        return self._decode_state(stored)
+
+    def expire(self, stored: bytes, key: bytes, *, now_ms: int, reason: str = "idle",
+               spool: Spool | None = None) -> tuple[int, Output]:
+        """Close a stored session nobody continues: (its partition, the synthetic
+        closing events and their chat records, delete=True); its spooled chunks are
+        dropped from `spool`."""
+        entry = self._decode_state(stored)
+        session = entry.session
+        spool = spool if spool is not None else MemorySpool()
+        events = close_session(self.translator, session, key.decode("utf-8", "replace"),
+                               time_ms=now_ms, reason=reason, spool=spool)
+        records, chat, dead, _ = self._published(events, entry.chat, key, session.partition,
+                                                 -1, "agent", now_ms, spool)
+        return session.partition, Output(None, records, dead, delete=True, chat=chat)
+
+    def process(self, stored: bytes | None, key: bytes | None, value: bytes | None, *,
+                partition: int, offset: int, timestamp_ms: int | None = None,
+                headers: Any = (), spool: Spool | None = None) -> Output:
+        """Translate one raw record. Never raises for bad input: it becomes dead letters.
+        The session's pending text and output are read from and written to `spool` (a
+        fresh MemorySpool when None: enough for a session in one record)."""
+        try:
+            origin, t = parse_headers(headers)
+        except BadHeader as e:
+            return Output(None, [], [self._dead(key, partition, offset, UNSET, timestamp_ms,
+                                                str(e), "BadHeader", value or b"")])
+        time_ms = t if t is not None else timestamp_ms
+
+        def dead(reason: str, cls: str, data: bytes, line: int | None = None) -> bytes:
+            return self._dead(key, partition, offset, origin, time_ms, reason, cls, data, line)
+
+        if not key:  # None or b"": records of every sandbox would merge into one session
+            return Output(None, [], [dead("record has no key (the key must be the session id)",
+                                          "MissingKey", value or b"")])
+        if value is None:
+            return Output(None, [], [dead("record has no value", "EmptyRecord", b"")])
+        if len(value) > self.max_record_bytes:
+            return Output(None, [], [dead(
+                f"record of {len(value)} bytes exceeds max_record_bytes={self.max_record_bytes}",
+                "OversizedRecord", value)])
+        try:
+            session_id = key.decode("utf-8")
+        except UnicodeDecodeError:
+            return Output(None, [], [dead("record key is not UTF-8", "MalformedKey", value)])
+        try:
+            entry = self.decode_state(stored)
+        except (msgspec.DecodeError, msgspec.ValidationError) as e:
+            # State written by an incompatible version: keep the record, say why.
+            return Output(None, [], [dead(f"stored session state cannot be read: {e}",
+                                          "StateError", value)])
+        session = entry.session
+        lines = [Line(data, origin, time_ms) for data in split_lines(value)]
+        spool = spool if spool is not None else MemorySpool()
+        new, events, failures = translate_record(
+            self.translator, session, session_id, lines, offset=offset, partition=partition,
+            include_raw=self.include_raw, spool=spool, cap=self.item_cap,
+            hold=self.redactor.hold)
+        if new is session:
+            return Output(None, [], [])
+        records, chat, chat_dead, chat_state = self._published(
+            events, entry.chat, key, partition, offset, origin, time_ms, spool)
+        return Output(
+            self._encode_state(SessionEntry(new, chat_state)),
+            records,
+            [dead(str(f.error), self._error_class(f.error), f.data, f.line) for f in failures]
+            + chat_dead,
+            chat=chat,
+        )
+
+    def _error_class(self, error: AdapterError) -> str:
+        """A failed line's dead-letter class: MalformedRecord for bad input, and for
+        canonflow's own failure `InternalError.adapter.<exception>` (as the chat's
+        `InternalError.chat.*`), its trace logged once per place it was raised."""
+        if not isinstance(error, InternalError):
+            return type(error).__name__
+        where = "".join(ln for ln in error.trace.splitlines() if ln.startswith("  File"))
+        if where not in self._logged and len(self._logged) < _LOGGED_KEPT:
+            self._logged.add(where)
+            log.error("%s\n%s", error, error.trace)
+        return f"InternalError.adapter.{error.cause}"
+
+    def _published(self, events: list[Any], chat_state: Session[ChatState] | None,
+                   key: bytes, partition: int, offset: int, origin: Origin,
+                   time_ms: int | None, spool: Spool
+                   ) -> tuple[list[bytes], list[bytes], list[bytes], Session[ChatState] | None]:
+        """Encode (and redact) `events`, and project them onto the chat view: (canonical
+        records, chat records, dead letters, the new chat state).
+
+        A failure of the projection (a bug, never bad input: the events are ours) costs
+        that event's chat records only; the canonical events are published all the same
+        and the dead letter keeps the event."""
+        publish = self._publish
+        dead: list[bytes] = []
+        if not self.chat:
+            return [self._fitting(publish(e), key, partition, offset, origin, time_ms, dead)[0]
+                    for e in events], [], dead, None
+        records: list[bytes] = []
+        chat: list[bytes] = []
+        for e in events:
+            data, published = self._fitting(publish(e), key, partition, offset, origin,
+                                            time_ms, dead)
+            records.append(data)
+            if published is None:
+                continue
+            try:
+                chat_state, out = project_next(chat_state, published, spool)
+            except Exception as error:  # a projection bug: keep the event, go on
+                log.exception("chat projection failed on %s seq %s", e.sessionId, e.seq)
+                dead.append(self._dead(key, partition, offset, origin, time_ms, str(error),
+                                       f"InternalError.chat.{type(error).__name__}", data))
+                continue
+            for r in out:
+                encoded = encode_chat(r)
+                if len(encoded) > self.max_event_bytes:
+                    dead.append(self._dead(key, partition, offset, origin, time_ms,
+                                           _too_large(len(encoded), self.max_event_bytes),
+                                           "OversizedChatRecord", encoded))
+                    encoded = encode_chat(ChatError(
+                        session_id=r.session_id, provider=r.provider, seq=r.seq,
+                        event_id=r.event_id, source_event_id=r.source_event_id,
+                        turn_id=r.turn_id, error_class="OversizedChatRecord",
+                        message=f"a {r.__struct_config__.tag} record of {len(encoded)} bytes "
+                                "was too large for agents.chat: it is in agents.deadletter"))
+                chat.append(encoded)
+        return records, chat, dead, chat_state
+
+    def _fitting(self, published: tuple[bytes, Any], key: bytes, partition: int, offset: int,
+                 origin: Origin, time_ms: int | None, dead: list[bytes]) -> tuple[bytes, Any]:
+        """A published event that fits agents.canonical (max_event_bytes), else a
+        runtime.warning in its place (same envelope: its seq stays gapless, its eventId
+        stays deterministic) and the event itself dead-lettered: a record the cluster
+        refuses would hold up its partition."""
+        data, event = published
+        if len(data) <= self.max_event_bytes:
+            return published
+        original = decode_event(data)
+        dead.append(self._dead(key, partition, offset, origin, time_ms,
+                               _too_large(len(data), self.max_event_bytes),
+                               "OversizedEvent", data))
+        fields = {f: getattr(original, f) for f in _ENVELOPE}
+        warning = RuntimeWarningEvent(**fields, payload=RuntimeWarningPayload(
+            message=f"a {original.__struct_config__.tag} event of {len(data)} bytes was too "
+                    "large for agents.canonical: it is in agents.deadletter",
+            detail={"eventType": original.__struct_config__.tag, "bytes": len(data),
+                    "limit": self.max_event_bytes}))
+        return encode_event(warning), warning
+
+    def _dead(self, key: bytes | None, partition: int, offset: int,
+              origin: Origin | UnsetType, time_ms: int | None, reason: str, cls: str, data: bytes,
+              line: int | None = None) -> bytes:
+        letter = DeadLetter(
+            topic=self.topic, partition=partition, offset=offset, provider=self.provider,
+            key=key.decode("utf-8", "replace") if key is not None else None,
+            errorClass=cls, reason=reason, value=data,
+            line=line if line is not None else UNSET, origin=origin,
+            timestampMs=time_ms if time_ms is not None else UNSET)
+        # agents.deadletter keeps letters for 30 days: secrets in the record are
+        # redacted (the original's size and SHA-256 kept, the record itself is in the
+        # raw topic for its 3 days), unless CANONFLOW_DEADLETTER_ORIGINAL says otherwise
+        return dead_letter_bytes(self.redactor.dead_letter(letter), self.max_message_bytes)
+
+
+_ENVELOPE = ("schemaVersion", "eventId", "seq", "provider", "sessionId", "createdAt", "threadId",
+             "turnId", "itemId", "requestId", "parentItemId", "providerRefs", "synthetic")
+
+
+def _too_large(size: int, limit: int) -> str:
+    return f"record of {size} bytes exceeds the topic's max.message.bytes ({limit})"
+
+
+def dead_letter_bytes(letter: DeadLetter, limit: int | None) -> bytes:
+    """`letter` encoded, cut to `limit` bytes when longer (_cut; None: no limit)."""
+    encoded = encode_deadletter(letter)
+    if limit is None or len(encoded) <= limit:
+        return encoded
+    return encode_deadletter(_cut(letter, limit))
+
+
+def _cut(letter: DeadLetter, limit: int) -> DeadLetter:
+    """`letter` with as many first bytes of its value as fit in `limit` bytes of JSON,
+    and the whole value's size and SHA-256. A broker refuses a message above its
+    max.message.bytes, and a refused dead letter would be sent again forever, holding
+    up its partition; the whole record is still in the raw topic at its offset."""
+    data = letter.value
+    if letter.valueBytes is not UNSET:  # redacted: the size and hash are the original's
+        cut = msgspec.structs.replace(letter, value=b"")
+    else:
+        cut = msgspec.structs.replace(letter, value=b"", valueBytes=len(data),
+                                      valueSha256=hashlib.sha256(data).hexdigest())
+    room = limit - len(encode_deadletter(cut))  # characters left for the base64 text
+    return msgspec.structs.replace(cut, value=data[:max(0, room // 4 * 3)])
+
+
+def internal_error(step: Normalizer, error: Exception, key: bytes | None,
+                   value: bytes | None, *, partition: int, offset: int) -> Output:
+    """The dead letter for a record the step itself failed on (a bug, not bad input):
+    the record is kept, the worker goes on."""
+    return Output(None, [], [step._dead(key, partition, offset, UNSET, None, str(error),
+                                        f"InternalError.{type(error).__name__}",
+                                        value or b"")])

@@ -1,0 +1,204 @@
+"""Running the worker: on a given cluster, or on an embedded broker of its own."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from typing import IO
+
+from pipeline.cluster.broker import EmbeddedBroker, stop_process
+from pipeline.settings import Settings, to_env
+
+#: Tansu's ListOffsets(latest) is exact only when every record is its own batch
+#: (DESIGN.md "Embedded default"), which table recovery depends on.
+EMBEDDED_PRODUCER_BATCH = 1
+#: Tansu completes a group join only after the rebalance timeout (measured: 30 s
+#: with Faust's default, 5 s with 5 s), so the embedded broker gets a short one.
+EMBEDDED_REBALANCE_TIMEOUT = 3.0
+#: The start of the line `canonflow run` prints per attempt while the broker does not answer.
+WAITING = "canonflow: waiting for the broker"
+#: Seconds between two attempts to reach the broker at start: first, doubling to max.
+CONNECT_FIRST_SECONDS = 1.0
+CONNECT_MAX_SECONDS = 30.0
+
+
+@contextlib.contextmanager
+def broker_for(settings: Settings, *, say: IO[str] = sys.stderr,
+               log_path: str | None = None) -> Iterator[Settings]:
+    """Yield settings pointing at a broker: the configured one, or an embedded Tansu
+    started here (and stopped on exit, whatever happens)."""
+    if settings.broker:
+        yield settings
+        return
+    broker = EmbeddedBroker(log_path=log_path).start()
+    try:
+        print(f"canonflow: embedded broker (Tansu, memory storage) at {broker.url} "
+              f"pid {broker.pid}", file=say, flush=True)
+        yield embedded_settings(settings, broker.url)
+    finally:
+        broker.stop()
+
+
+def embedded_settings(settings: Settings, url: str) -> Settings:
+    """Settings for a worker on the embedded broker at `url` (see the constants above)."""
+    return settings.replace(
+        broker=url,
+        producer_max_batch_size=settings.producer_max_batch_size or EMBEDDED_PRODUCER_BATCH,
+        rebalance_timeout=min(settings.rebalance_timeout, EMBEDDED_REBALANCE_TIMEOUT))
+
+
+def ensure_topics(settings: Settings) -> list[str]:
+    """Create the catalog's missing topics; returns their names."""
+    from pipeline.cluster.admin import create_topics
+
+    return asyncio.run(create_topics(settings))
+
+
+class Stopped(Exception):  # noqa: N818 - a way out, not an error
+    """SIGINT or SIGTERM came while the worker waited for its broker; `code` is the exit
+    status to leave with (130 for SIGINT, as a shell reports Ctrl-C; 0 for SIGTERM, an
+    orderly stop)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.code = 130 if signum == signal.SIGINT else 0
+
+
+def ensure_topics_waiting(settings: Settings, *,
+                          say: Callable[[str], None] = lambda s: print(s, file=sys.stderr)
+                          ) -> list[str]:
+    """Create the catalog's missing topics, waiting for the broker as long as it does not
+    answer: a worker of a fleet may start before its cluster (or while it restarts).
+    Each failed attempt is one line through `say` (what it waits for, the error, when it
+    tries again), and attempts are CONNECT_FIRST_SECONDS apart, doubling up to
+    CONNECT_MAX_SECONDS. Returns the topics created.
+
+    Raises Stopped when SIGINT or SIGTERM arrives meanwhile (at once, during an attempt
+    or between two), and what the cluster answers that waiting cannot change (a refused
+    login, an unauthorised operation)."""
+    return asyncio.run(_ensure_topics_waiting(settings, say))
+
+
+async def _ensure_topics_waiting(settings: Settings, say: Callable[[str], None]) -> list[str]:
+    from pipeline.cluster.admin import create_topics
+
+    loop = asyncio.get_running_loop()
+    stop: asyncio.Future[int] = loop.create_future()
+    signals = (signal.SIGINT, signal.SIGTERM)
+    for signum in signals:
+        loop.add_signal_handler(signum, lambda n=signum: stop.done() or stop.set_result(n))
+    # aiokafka logs every refused connection at error level (Python's last-resort handler
+    # prints them with no logging configured yet): one line per attempt says it here.
+    aiokafka_log = logging.getLogger("aiokafka")
+    level = aiokafka_log.level
+    aiokafka_log.setLevel(logging.CRITICAL)
+    try:
+        delay, attempt = CONNECT_FIRST_SECONDS, 0
+        while True:
+            attempt += 1
+            creating = asyncio.ensure_future(create_topics(settings))
+            await _until(creating, stop)
+            try:
+                return creating.result()
+            except Exception as e:
+                if not _unreachable(e):
+                    raise
+                error = str(e) if str(e).startswith(type(e).__name__) else \
+                    f"{type(e).__name__}: {e}".rstrip(": ")
+                error = " ".join(error.split())[:300]  # one line
+            say(f"{WAITING} at {settings.bootstrap} (attempt {attempt}: {error}); "
+                f"next attempt in {delay:.0f} s")
+            await _until(asyncio.ensure_future(asyncio.sleep(delay)), stop)
+            delay = min(delay * 2, CONNECT_MAX_SECONDS)
+    finally:
+        aiokafka_log.setLevel(level)
+        for signum in signals:
+            loop.remove_signal_handler(signum)
+
+
+async def _until(task: asyncio.Future[object], stop: asyncio.Future[int]) -> None:
+    """Wait for `task` or `stop`; once `stop` has come, cancel `task` and raise Stopped."""
+    await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
+    if stop.done():
+        task.cancel()
+        with contextlib.suppress(BaseException):
+            await task
+        raise Stopped(stop.result())
+
+
+def _unreachable(error: BaseException) -> bool:
+    """Does `error` say that no broker answered (yet), rather than that one refused?"""
+    from aiokafka.errors import KafkaError, KafkaTimeoutError
+
+    if isinstance(error, KafkaError):
+        return bool(error.retriable) or isinstance(error, KafkaTimeoutError)
+    return isinstance(error, OSError | TimeoutError)
+
+
+def run_worker(settings: Settings) -> None:
+    """Run the Faust worker in the foreground until SIGINT/SIGTERM (returns then)."""
+    import faust
+
+    from pipeline.worker.app import create_app
+
+    app = create_app(settings)
+    worker = faust.Worker(app, loglevel=settings.log_level, quiet=True,
+                          redirect_stdouts=False)
+    # Measured: aiokafka and faust log at debug level on every send, and with the
+    # root logger left at DEBUG each call built a LogRecord that was then dropped.
+    level = logging.getLevelName(settings.log_level.upper())
+    for name in ("aiokafka", "faust", "mode"):
+        logging.getLogger(name).setLevel(level if isinstance(level, int) else logging.WARNING)
+    try:
+        worker.execute_from_commandline()
+    except SystemExit as e:
+        if e.code not in (0, None):
+            raise
+
+
+class WorkerProcess:
+    """`canonflow run --broker URL` as a child process, stopped by its own PID."""
+
+    def __init__(self, settings: Settings, *, log_path: str | None = None,
+                 env: dict[str, str] | None = None):
+        self.settings = settings
+        self.log_path = log_path
+        self.env = env or {}
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> WorkerProcess:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CANONFLOW_")}
+        env.update(to_env(self.settings))
+        env.update(self.env)
+        out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
+        self.proc = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "run"],
+                                     stdin=subprocess.DEVNULL, stdout=out,
+                                     stderr=subprocess.STDOUT, env=env)
+        if out is not subprocess.DEVNULL:
+            out.close()
+        return self
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, timeout: float = 20.0) -> int | None:
+        """SIGTERM, then SIGKILL after `timeout`; returns the exit status."""
+        proc, self.proc = self.proc, None
+        return stop_process(proc, timeout) if proc is not None else None
+
+    def kill(self) -> None:
+        """SIGKILL: a crash, for tests."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
