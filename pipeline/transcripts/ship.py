@@ -25,7 +25,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -277,13 +277,20 @@ class Shipper:
     async def _until_started(self, producer: Any, stop: asyncio.Event) -> bool:
         """Start the producer, waiting for a broker that does not answer yet (a sidecar
         may start before its cluster); False when stopped first."""
+        return await self._retrying(
+            producer.start, stop,
+            lambda e: f"broker {self.settings.broker} not reachable ({type(e).__name__})")
+
+    async def _retrying(self, attempt: Callable[[], Awaitable[Any]], stop: asyncio.Event,
+                        failed: Callable[[Exception], str]) -> bool:
+        """Await `attempt()` until it succeeds, saying each failure and waiting
+        RETRY_SECONDS between them; False when stopped first."""
         while True:
             try:
-                await producer.start()
+                await attempt()
                 return True
-            except Exception as e:  # noqa: BLE001 - any failure to connect: wait, again
-                self.say(f"canonflow ship: broker {self.settings.broker} not reachable "
-                         f"({type(e).__name__}); trying again in {RETRY_SECONDS:.0f} s")
+            except Exception as e:  # noqa: BLE001 - the cluster is away: wait, again
+                self.say(f"canonflow ship: {failed(e)}; trying again in {RETRY_SECONDS:.0f} s")
                 if await _stopped(stop, RETRY_SECONDS):
                     return False
 
@@ -320,15 +327,9 @@ class Shipper:
         """Recover a batch left in flight, trying again while the cluster does not
         answer; False when stopped first (the batch stays in flight in the checkpoint,
         for the next start)."""
-        while True:
-            try:
-                await self.recover()
-                return True
-            except Exception as e:  # noqa: BLE001 - the cluster is away: wait, again
-                self.say(f"canonflow ship: cannot read back the batch in flight "
-                         f"({type(e).__name__}: {e}); trying again in {RETRY_SECONDS:.0f} s")
-                if await _stopped(stop, RETRY_SECONDS):
-                    return False
+        return await self._retrying(
+            self.recover, stop,
+            lambda e: f"cannot read back the batch in flight ({type(e).__name__}: {e})")
 
     async def recover(self) -> None:
         """Settle a batch left in flight by a crash or a failed send: commit the marks of

@@ -105,21 +105,14 @@ class BatchSpool:
 
     def put(self, session: str, key: str, n: int, data: str | None) -> None:
         if data and self._redact is not None and not key.startswith(CHAT_SPOOL_PREFIX):
-            data = self._at_rest(data)
+            # no secret at rest in the items changelog (issue 25); each chunk holds every
+            # secret whole: the core holds a chunk's end that may start one for the next
+            # chunk (Emitter._seal). The chat's pieces come from published, redacted
+            # events. The session's lengths count what the runtime sent (outputLength).
+            data = self._redact(data.encode("utf-8", "surrogatepass")).decode(
+                "utf-8", "surrogatepass")
         value = None if data is None else data.encode("utf-8", "surrogatepass")
         self.writes[self.key(session, key, n)] = (value, self._partition, self._record)
-
-    def _at_rest(self, data: str) -> str:
-        """`data` redacted before it is stored: no secret at rest in the items changelog
-        (issue 25). Each chunk holds every secret whole: the conversation core holds a
-        chunk's end that may start one for the next chunk (adapters.core.emitter,
-        Emitter._seal, with the same hold policy as the deltas). The chat's pieces are
-        not redacted again: the chat projects published, already redacted events. The
-        stream's lengths in the session count what the runtime sent (outputLength); the
-        text the completed item delivers is the redacted one, as it is published."""
-        assert self._redact is not None
-        return self._redact(data.encode("utf-8", "surrogatepass")).decode(
-            "utf-8", "surrogatepass")
 
     def entries(self, drops: bool) -> list[tuple[bytes, int, bytes | None, Any]]:
         """The writes (drops=False) or the deletions (drops=True), as table entries
