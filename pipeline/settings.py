@@ -36,6 +36,15 @@ class Settings(Struct, frozen=True, kw_only=True):
     #: the scan runs every idle_scan_interval seconds.
     idle_timeout: float = 4 * 3600.0
     idle_scan_interval: float = 60.0
+    #: The stall watch (pipeline.worker.stall): a session with no event for this many
+    #: seconds while it waits on the model (a turn open), a tool (a tool item started)
+    #: or an approval (a request opened) gets a synthetic session.state.changed (health
+    #: "stalled"), and another (health "recovered") before its next event; 0 turns one
+    #: off. The scan runs every stall_scan_interval seconds.
+    stall_model: float = 120.0
+    stall_tool: float = 600.0
+    stall_approval: float = 300.0
+    stall_scan_interval: float = 10.0
     #: Records per agent batch, and how long (seconds) a batch waits to fill.
     batch_max: int = 500
     batch_within: float = 0.01

@@ -24,6 +24,8 @@ SCHEMA_VERSION = 1
 SessionState = Literal["starting", "ready", "running", "waiting", "stopped", "error"]
 ThreadState = Literal["active", "idle", "archived", "unarchived", "closed", "compacted", "error"]
 TurnState = Literal["completed", "failed", "interrupted", "cancelled"]
+#: What a session waits on, as canonflow sees it (SessionStateChangedPayload.waitingOn)
+WaitingOn = Literal["model", "tool", "approval"]
 ItemStatus = Literal["inProgress", "completed", "failed", "declined"]
 ItemType = Literal[
     "user_message",
@@ -139,9 +141,22 @@ class SessionConfiguredPayload(_Payload, frozen=True, kw_only=True):
 
 
 class SessionStateChangedPayload(_Payload, frozen=True, kw_only=True):
+    """A runtime's own session state, or canonflow's word on a session's health.
+
+    The health events are synthetic (the worker makes them, never a runtime): `health`
+    "stalled" (state "waiting") when the session has had no event for longer than the
+    worker's threshold while it waits on `waitingOn`: the model (a turn open, no tool
+    running), a tool (a tool item started, not completed) or an approval (a request or
+    a question opened, not resolved); "recovered" (state "running") at its next event,
+    which follows. `waitedMs`: the wait so far (stalled) or in all (recovered), from
+    the session's last event before the stall."""
+
     state: SessionState
     reason: str | UnsetType = UNSET
     detail: Any | UnsetType = UNSET
+    health: Literal["stalled", "recovered"] | UnsetType = UNSET
+    waitingOn: WaitingOn | UnsetType = UNSET
+    waitedMs: int | UnsetType = UNSET
 
 
 class SessionExitedPayload(_Payload, frozen=True, kw_only=True):

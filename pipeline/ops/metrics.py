@@ -401,6 +401,13 @@ class WorkerMetrics:
             "canonflow_open_turns",
             "Sessions with a turn started and not yet completed, among those this worker "
             "translated since it took their partition over.", ["provider"]))
+        self.sessions_by_state = r.add(Gauge(
+            "canonflow_sessions_by_state",
+            "Sessions of this worker's tables by what they wait on since their last event: "
+            "idle (their user), model, tool, approval, or stalled_<model|tool|approval> "
+            "when that wait passed its threshold (CANONFLOW_STALL_*).", ["provider", "state"],
+            collect=lambda: {(p, s): float(n) for p, states in self.session_states.items()
+                             for s, n in states.items()}))
         self.table_entries = r.add(Gauge(
             "canonflow_table_entries", "Entries in this worker's local tables.", ["table"]))
         self.consumer_lag = r.add(Gauge(
@@ -431,6 +438,8 @@ class WorkerMetrics:
         #: session keys with an open turn, per provider (see `normalized`)
         self.turns_open: dict[str, set[bytes]] = {}
         self.last_batch_at: dict[str, float] = {}
+        #: per provider, sessions by state (the stall watch's counts, kept as they change)
+        self.session_states: dict[str, dict[str, int]] = {}
 
     # -- per batch -------------------------------------------------------------
 
@@ -478,6 +487,13 @@ class WorkerMetrics:
         self.idle_closed.inc((provider,), n)
         for _, value, _, _, _ in items:
             self.canonical_events.inc((provider, event_type(value).decode("ascii", "replace")))
+        self.count_outputs(items)
+
+    def stalls(self, provider: str, items: list[Item]) -> None:
+        """Account the stall scan's output (session.state.changed events, chat records)."""
+        for topic, value, _, _, _ in items:
+            if topic == CANONICAL_TOPIC:
+                self.canonical_events.inc((provider, event_type(value).decode("ascii", "replace")))
         self.count_outputs(items)
 
     def forget_sessions(self, provider: str, live: Iterable[bytes]) -> None:

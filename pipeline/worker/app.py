@@ -16,7 +16,8 @@ sent again with backoff until it succeeds (pipeline.worker.output): the batch's 
 are not acknowledged and its states not stored meanwhile, and /health says degraded.
 Every agent counts what it did per batch into `pipeline.ops.metrics` (served with
 /health by `pipeline.ops.web`). Idle sessions are closed by a timer of each agent
-(pipeline.worker.idle).
+(pipeline.worker.idle), and sessions that wait too long on the model, a tool or an
+approval are said to be stalled by another (pipeline.worker.stall).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from pipeline.worker.fleet import FleetStage, add_fleet
 from pipeline.worker.idle import add_idle_expiry
 from pipeline.worker.normalize import Normalizer, internal_error
 from pipeline.worker.output import STOP_POLL_SECONDS, Abandoned, OutputProducer
+from pipeline.worker.stall import add_stall_watch
 from topics.catalog import CANONICAL_TOPIC, CHAT_TOPIC, DEADLETTER_TOPIC, raw_topic
 
 log = logging.getLogger("canonflow")
@@ -143,6 +145,7 @@ def _add_normalizer(app: faust.App, settings: Settings, provider: str,
 
     _add_batched_agent(app, settings, name, source, step, checkpoint, sessions)
     add_idle_expiry(app, settings, name, tables, step, sessions, sink, metrics, fleet)
+    add_stall_watch(app, settings, name, tables, step, sessions, sink, metrics, fleet)
     return table
 
 

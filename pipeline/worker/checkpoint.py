@@ -27,6 +27,7 @@ from pipeline.worker.faust_door import Entry, local, note_persisted, write_entri
 from pipeline.worker.fleet import Counted, FleetStage
 from pipeline.worker.normalize import BatchSpool, Output
 from pipeline.worker.output import OutputProducer, Record
+from pipeline.worker.waits import Waits
 from topics.catalog import CANONICAL_TOPIC, CHAT_TOPIC, DEADLETTER_TOPIC
 
 log = logging.getLogger("canonflow")
@@ -46,12 +47,14 @@ class Tables:
 
 
 class Sessions:
-    """What an agent shares with its idle-session scan: the lock that keeps them from
-    interleaving on one table, and when each local session last had a record."""
+    """What an agent shares with its idle-session and stall scans: the lock that keeps
+    them from interleaving on one table, when each local session last had a record, and
+    what each waits on since its last event (pipeline.worker.waits)."""
 
     def __init__(self) -> None:
         self.lock = asyncio.Lock()
         self.last_seen: dict[bytes, float] = {}
+        self.waits = Waits()
 
 
 def outputs(out: Output, key: bytes | None, partition: int, ts_ms: int | None
@@ -108,6 +111,8 @@ class Checkpoint:
         self.items: list[Item] = []
         #: session key -> (partition, new state (None: delete), its last record)
         self.states: dict[bytes, tuple[int, bytes | None, Any]] = {}
+        #: session key -> what it waits on after the batch's last event of it
+        self.waiting: dict[bytes, str] = {}
         self.counted: list[Counted] = []
         self.stamps: list[float] = []
         self.records = self.lines = 0
@@ -133,6 +138,8 @@ class Checkpoint:
                                 for v in out.records)
         if key is not None and (out.state is not None or out.delete):
             self.states[key] = (partition, out.state, record)
+        if key is not None and out.waiting is not None:
+            self.waiting[key] = out.waiting
         if value:
             self.lines += value.count(b"\n") + (value[-1:] != b"\n")
         if ts:
@@ -163,11 +170,16 @@ class Checkpoint:
                     [(key, partition, state, last)
                      for key, (partition, state, last) in self.states.items()], self.name)
         now = time.monotonic()
+        waits = self.sessions.waits
         for key, (_, state, _) in self.states.items():
             if state is None:
                 self.sessions.last_seen.pop(key, None)
+                waits.drop(key)
             else:
                 self.sessions.last_seen[key] = now
+                on = self.waiting.get(key)
+                if on is not None:
+                    waits.put(key, on, now)
 
     async def drop(self) -> None:
         await store(self.sink, self.tables.items, self.spool.entries(drops=True), self.name)

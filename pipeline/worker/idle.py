@@ -93,6 +93,7 @@ def add_idle_expiry(app: Any, settings: Settings, name: str, tables: Tables,
                 closed.append((key, partition))
             for key, _ in closed:
                 sessions.last_seen.pop(key, None)
+                sessions.waits.drop(key)
             tombstones = write_entries(table, [(key, p, None, None) for key, p in closed])
             chunk_tombstones = write_entries(tables.items, drops)
         if not closed:

@@ -32,13 +32,16 @@ from adapters import (
     split_lines,
     translate_record,
 )
-from adapters.core import DEFAULT_ITEM_CAP, close_session
+from adapters.core import DEFAULT_ITEM_CAP, Emitter, close_session
 from adapters.projections.chat import SPOOL_PREFIX as CHAT_SPOOL_PREFIX
 from adapters.projections.chat import ChatState, project_next
 from pipeline.privacy.redact import Redactor
+from pipeline.worker.waits import Watch, open_requests, waiting_on
 from topics.canonical import (
     RuntimeWarningEvent,
     RuntimeWarningPayload,
+    SessionStateChanged,
+    SessionStateChangedPayload,
     decode_event,
     encode_event,
 )
@@ -57,22 +60,26 @@ class Output(msgspec.Struct, frozen=True):
     """What one input record produced: the encoded canonical events, chat records and
     dead letters, and the new session state. `state` is None when the record changed
     nothing (a redelivery, or a record dead-lettered whole); `delete` says the session
-    is over and its state must be removed."""
+    is over and its state must be removed. `waiting`: what the session waits on after
+    the record's events (pipeline.worker.waits), None when it made no event."""
 
     state: bytes | None
     records: list[bytes]
     deadletters: list[bytes]
     delete: bool = False
     chat: list[bytes] = []
+    waiting: str | None = None
 
 
 class SessionEntry(msgspec.Struct, Generic[S], array_like=True, frozen=True):
     """A session's table value: the translator's session and, when the chat
-    projection runs, the chat projection's own state. One value, written once per
-    batch, so the two can never disagree after a crash."""
+    projection runs, the chat projection's own state, and the stall watch's (waits.Watch:
+    open requests, a stall said). One value, written once per batch, so they can never
+    disagree after a crash."""
 
     session: Session[S]
     chat: Session[ChatState] | None = None
+    watch: Watch | None = None
 
 
 class BatchSpool:
@@ -242,21 +249,87 @@ class Normalizer:
         session = entry.session
         lines = [Line(data, origin, time_ms) for data in split_lines(value)]
         spool = spool if spool is not None else MemorySpool()
+        watch = entry.watch
+        stalled = watch is not None and watch.stalled
+        # a stalled session's next event follows its recovery, which takes the next seq
+        base = msgspec.structs.replace(session, seq=session.seq + 1) if stalled else session
         new, events, failures = translate_record(
-            self.translator, session, session_id, lines, offset=offset, partition=partition,
+            self.translator, base, session_id, lines, offset=offset, partition=partition,
             include_raw=self.include_raw, spool=spool, cap=self.item_cap,
             hold=self.redactor.hold)
-        if new is session:
+        if new is base:
             return Output(None, [], [])
+        waiting = None
+        if events:
+            requests = open_requests(events, watch.requests if watch is not None else 0)
+            waiting = waiting_on(new.turn, new.open.values(), requests)
+            if stalled:
+                assert watch is not None
+                events.insert(0, self._recovered(session, session_id, watch, time_ms))
+            watch = Watch(requests=requests) if requests else None
+        elif stalled:
+            new = msgspec.structs.replace(new, seq=session.seq)  # recovered at its next event
         records, chat, chat_dead, chat_state = self._published(
             events, entry.chat, key, partition, offset, origin, time_ms, spool)
         return Output(
-            self._encode_state(SessionEntry(new, chat_state)),
+            self._encode_state(SessionEntry(new, chat_state, watch)),
             records,
             [dead(str(f.error), self._error_class(f.error), f.data, f.line) for f in failures]
             + chat_dead,
             chat=chat,
+            waiting=waiting,
         )
+
+    def waiting(self, stored: bytes) -> tuple[str, bool]:
+        """(what a stored session waits on, was it said to be stalled): for a session
+        this worker has a state of and has not translated (recovered from the changelog).
+        Raises msgspec errors for a state it cannot read."""
+        entry = self._decode_state(stored)
+        watch = entry.watch or Watch()
+        session = entry.session
+        return waiting_on(session.turn, session.open.values(), watch.requests), \
+            bool(watch.stalled)
+
+    def stall(self, stored: bytes, key: bytes, *, on: str, now_ms: int, waited_ms: int
+              ) -> tuple[int, Output] | None:
+        """A stored session that waits on `on` (waits.MODEL, TOOL or APPROVAL) with no
+        event for `waited_ms`: (its partition, its synthetic session.state.changed
+        (health "stalled") and the state that remembers it, with the next seq). None
+        when the session has no event yet (nothing can be waited on). Raises msgspec
+        errors for a state it cannot read."""
+        entry = self._decode_state(stored)
+        session = entry.session
+        if session.epochMs < 0:
+            return None
+        session_id = key.decode("utf-8", "replace")
+        out = Emitter(self.provider, session_id, session.seq, now_ms, False,
+                      self.translator.raw_source, session.epochMs)
+        out.emit(SessionStateChanged, SessionStateChangedPayload(
+            state="waiting", health="stalled", waitingOn=on,  # type: ignore[arg-type]
+            waitedMs=waited_ms,
+            reason=f"no event for {waited_ms // 1000} s while waiting on the {on}"),
+            synthetic=True, thread=session.thread or UNSET, turn=session.turn or UNSET)
+        records, chat, dead, chat_state = self._published(
+            out.events, entry.chat, key, session.partition, -1, "agent", now_ms, MemorySpool())
+        watch = Watch(requests=entry.watch.requests if entry.watch else 0, stalled=on,
+                      sinceMs=now_ms - waited_ms)
+        new = msgspec.structs.replace(session, seq=out.seq)
+        return session.partition, Output(self._encode_state(SessionEntry(new, chat_state, watch)),
+                                         records, dead, chat=chat)
+
+    def _recovered(self, session: Session[Any], session_id: str, watch: Watch,
+                   time_ms: int | None) -> Any:
+        """The session.state.changed (health "recovered") that precedes the first event
+        of a stalled session, at the record's time and the seq after the stall's."""
+        clock = time_ms if time_ms is not None else session.clockMs
+        out = Emitter(self.provider, session_id, session.seq, clock, False,
+                      self.translator.raw_source, max(session.epochMs, 0))
+        out.emit(SessionStateChanged, SessionStateChangedPayload(
+            state="running", health="recovered", waitingOn=watch.stalled,  # type: ignore[arg-type]
+            waitedMs=max(0, clock - watch.sinceMs),
+            reason=f"an event came after the wait on the {watch.stalled}"),
+            synthetic=True, thread=session.thread or UNSET, turn=session.turn or UNSET)
+        return out.events[0]
 
     def _error_class(self, error: AdapterError) -> str:
         """A failed line's dead-letter class: MalformedRecord for bad input, and for

@@ -1,0 +1,148 @@
+"""The stall watch: a normalize agent's timer that says, in the session's own stream,
+when a session has waited too long on the model, a tool or an approval.
+
+What each session waits on, and since its last event, is kept per session as the agent
+publishes its events (pipeline.worker.waits.Waits). Every settings.stall_scan_interval
+seconds the scan looks at each local session once (a tuple, never its state or its
+history) and, for each one past its threshold (settings.stall_model, stall_tool,
+stall_approval), publishes one synthetic `session.state.changed` (health "stalled",
+`waitingOn`, `waitedMs`) with the session's next seq. The session's next event is then
+preceded by another (health "recovered"), which the normalizer makes
+(pipeline.worker.normalize): so the two are in every consumer's stream, in order, and
+a worker that takes the session over says the recovery too (the stall is in the
+stored state).
+
+Unlike the idle scan's closings (a session that comes back begins a new life), a stall
+event takes a seq in a life that goes on, so a chunk's events are delivered and the
+states that count their seqs stored (publish -> store, as a batch's Checkpoint) while
+the agent's lock is held: a record of the session cannot take the same seq meanwhile.
+A chunk is at most `chunk` sessions, and the lock is let go between two. The window
+the Checkpoint closes by translating again is open here: a worker that dies after a
+stall event is delivered and before its state is stored publishes the session's next
+event with the stall event's seq and eventId (a consumer that drops duplicates by
+eventId drops it). The idle scan's closings have the same window.
+
+Worker only: `canonflow replay` reads files with no clock to wait on, and its output
+stays a function of its input.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from pipeline.ops.metrics import Item, WorkerMetrics
+from pipeline.settings import Settings
+from pipeline.worker.checkpoint import Sessions, Tables, outputs, store
+from pipeline.worker.faust_door import Entry, local, partition_stand_in
+from pipeline.worker.fleet import Counted, FleetStage
+from pipeline.worker.normalize import Normalizer
+from pipeline.worker.output import OutputProducer, until_stopped
+from pipeline.worker.waits import APPROVAL, IDLE, MODEL, TOOL, Waits
+
+log = logging.getLogger("canonflow")
+
+
+def limits(settings: Settings) -> dict[str, float]:
+    """Seconds without an event before a session waiting on each is stalled (0: never)."""
+    return {MODEL: settings.stall_model, TOOL: settings.stall_tool,
+            APPROVAL: settings.stall_approval}
+
+
+def adopt(waits: Waits, step: Normalizer, data: Any, now: float) -> int:
+    """Keep `waits` to the sessions of `data` (a session table's local store): forget the
+    ones a rebalance moved away, and learn what each session this worker has a state of
+    but has not translated waits on (recovered from the changelog: counted from `now`).
+    Returns how many were learnt; each costs one read of its state, once."""
+    live = set(data.keys())
+    waits.keep_only(live)
+    learnt = 0
+    for key in live:
+        if key in waits:
+            continue
+        stored = data.get(key)
+        if stored is None:
+            continue
+        try:
+            on, stalled = step.waiting(stored)
+        except Exception:  # an unreadable state: the agent dead-letters its next record
+            on, stalled = IDLE, False
+        waits.put(key, on, now, stalled)
+        learnt += 1
+    return learnt
+
+
+def add_stall_watch(app: Any, settings: Settings, name: str, tables: Tables,
+                    step: Normalizer, sessions: Sessions, sink: OutputProducer,
+                    metrics: WorkerMetrics, fleet: FleetStage | None) -> None:
+    """Publish a synthetic session.state.changed (health "stalled") for each session
+    that waits past its threshold (see the module doc), and export how many sessions
+    are in each state (`canonflow_sessions_by_state`)."""
+    table, waits = tables.sessions, sessions.waits
+    metrics.session_states[step.provider] = waits.counts
+    limit = limits(settings)
+    chunk = 500  # sessions: their events and states, delivered in a few ms
+    exact = sink.settings.producer_max_batch_size == 1
+
+    async def scan() -> None:
+        if app.should_stop:
+            return
+        now = time.monotonic()
+        adopt(waits, step, local(table), now)
+        due = waits.overdue(now, limit)
+        for start in range(0, len(due), chunk):
+            if app.should_stop or not await until_stopped(app, stall(due[start:start + chunk])):
+                return
+            await asyncio.sleep(0)  # the agents, the web server, the other timers
+
+    async def stall(keys: list[bytes]) -> None:
+        """Say that the sessions of `keys` still overdue are stalled."""
+        items: list[Item] = []
+        counted: list[Counted] = []
+        async with sessions.lock:
+            now, now_ms = time.monotonic(), int(time.time() * 1000)
+            states: list[Entry] = []
+            said: list[tuple[bytes, str, float]] = []
+            stand_ins: dict[int, Any] = {}
+            for key in keys:
+                entry = waits.get(key)
+                if entry is None:
+                    continue
+                on, since, stalled = entry
+                if stalled or not 0 < limit.get(on, 0.0) <= now - since:
+                    continue  # an event came since the scan began
+                stored = local(table).get(key)
+                if stored is None:
+                    waits.drop(key)  # the session ended
+                    continue
+                try:
+                    made = step.stall(stored, key, on=on, now_ms=now_ms,
+                                      waited_ms=int((now - since) * 1000))
+                except Exception:  # an unreadable state is left alone, and said so
+                    log.exception("%s: cannot say that session %r is stalled", name, key)
+                    made = None
+                if made is None:
+                    waits.put(key, on, now)  # looked at again after another threshold
+                    continue
+                partition, out = made
+                at = stand_ins.setdefault(partition, partition_stand_in(partition))
+                items.extend(outputs(out, key, partition, now_ms))
+                states.append((key, partition, out.state, at))
+                if fleet is not None:
+                    counted.extend(Counted(key, v, partition, None, now_ms, at)
+                                   for v in out.records)
+                said.append((key, on, since))
+            if not said:
+                return
+            await sink.publish(items, f"{name}.stall", exact_ends=exact)
+            await store(sink, table, states, f"{name}.stall")
+            for key, on, since in said:
+                waits.put(key, on, since, True)
+        if counted and fleet is not None:
+            await fleet.count(counted)
+        metrics.stalls(step.provider, items)
+        log.info("%s: %d stalled session(s)", name, len(said))
+
+    app.timer(settings.stall_scan_interval, name=f"{name}.stall")(scan)
