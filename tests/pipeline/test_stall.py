@@ -4,6 +4,7 @@ how the stall scan learns the sessions it did not translate (pipeline.worker.sta
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -26,8 +27,10 @@ def records(path: Path = APPROVAL_CAPTURE) -> list[tuple[bytes, list[tuple[str, 
     out = []
     for raw in path.read_bytes().splitlines():
         cap = capture_line_decoder.decode(raw)
-        out.append((bytes(cap.msg), [("origin", cap.origin.encode()),
-                                     ("t", str(cap.t).encode())]))
+        headers = [("origin", cap.origin.encode())]
+        if cap.t is not None:
+            headers.append(("t", str(cap.t).encode()))
+        out.append((bytes(cap.msg), headers))
     return out
 
 
@@ -223,3 +226,80 @@ def test_adopt_learns_recovered_sessions_once_and_forgets_the_ones_moved_away():
     assert w.get(b"x") == (IDLE, 5.0, False)  # unreadable: never said stalled
     assert b"gone" not in w
     assert adopt(w, n, table, 9.0) == 0  # once
+
+
+# ---- on the embedded broker --------------------------------------------------------
+
+
+@pytest.mark.broker
+def test_a_worker_says_a_session_waits_too_long_on_an_approval_and_that_it_recovered(
+        tmp_path):
+    from pipeline.cluster.broker import EmbeddedBroker
+    from pipeline.tools.kafka_io import produce, records_from_file
+    from tests.pipeline.test_metrics import (
+        Exposition,
+        http_get,
+        read_keys,
+        started,
+        wait_for,
+        worker_settings,
+    )
+    from topics.catalog import CANONICAL_TOPIC
+
+    recs = records()
+    asked = until(recs, "request.opened")
+    raw = records_from_file(str(APPROVAL_CAPTURE), "capture")
+    assert len(raw) == len(recs)
+    key = b"stall-1"
+    with EmbeddedBroker(log_path=str(tmp_path / "tansu.log")) as broker:
+        settings = worker_settings(broker.url, tmp_path, app_id="canonflow-stall-test",
+                                   providers=("codex",), stall_approval=1.5,
+                                   stall_model=0.0, stall_tool=0.0, stall_scan_interval=0.3)
+        worker = started(settings, tmp_path)
+        try:
+            def events_until(kind: str, **payload: str) -> list[dict[str, Any]]:
+                """The session's events, up to the first of type `kind` with `payload`."""
+                def done(got: list[Any]) -> bool:
+                    last = json.loads(got[-1].value) if got else {}
+                    return last.get("type") == kind and all(
+                        last["payload"].get(k) == v for k, v in payload.items())
+
+                return [json.loads(r.value) for r in read_keys(
+                    settings, CANONICAL_TOPIC, {key}, done, worker=worker)]
+
+            def scrape() -> Exposition | None:
+                status, _, body = http_get(settings.web_port, "/metrics")
+                return Exposition(body.decode()) if status == 200 else None
+
+            def state(name: str) -> float | None:
+                metrics = scrape()
+                return None if metrics is None else metrics.value(
+                    "canonflow_sessions_by_state", provider="codex", state=name)
+
+            asyncio.run(produce(settings, "codex", key.decode(), raw[:asked + 1]))
+            # waiting on the approval: the gauge says so, then, past 1.5 s, the stall
+            wait_for(lambda: state("approval") == 1 or state("stalled_approval") == 1,
+                     "the session waiting on the approval", worker=worker)
+            wait_for(lambda: state("stalled_approval") == 1, "the stall on /metrics",
+                     worker=worker)
+            stall = events_until("session.state.changed", health="stalled")[-1]
+            assert stall["type"] == "session.state.changed" and stall["synthetic"] is True
+            assert stall["payload"]["waitingOn"] == "approval"
+            assert stall["payload"]["waitedMs"] >= 1500
+            assert state("approval") is None
+
+            # the answer comes: recovered, then the resolution, and the rest of the turn
+            asyncio.run(produce(settings, "codex", key.decode(), raw[asked + 1:]))
+            every = events_until("turn.completed")
+            wait_for(lambda: state("idle") == 1, "the session idle on /metrics", worker=worker)
+            assert state("stalled_approval") is None
+            metrics = scrape()
+            assert metrics is not None and metrics.value("canonflow_canonical_events_total", provider="codex",
+                                 type="session.state.changed") == 2
+        finally:
+            worker.stop()
+    at = next(i for i, e in enumerate(every) if e["payload"].get("health") == "stalled")
+    assert every[at + 1]["payload"]["health"] == "recovered"
+    assert every[at + 2]["type"] == "request.resolved"
+    assert [e["seq"] for e in every] == list(range(1, len(every) + 1))
+    assert [e["type"] for e in every].count("session.state.changed") == 2
