@@ -599,6 +599,77 @@ def measure_recovery(settings: Settings, sessions: int, timeout: float) -> dict[
 # ---------------------------------------------------------------------------
 
 
+def _stall_state(path: Path, provider: str, until: str, repeat: int = 1) -> bytes:
+    """A stored session state (normalize.SessionEntry) after the records of the capture
+    at `path` (`repeat` times over, each time under new offsets) up to the first one of
+    the last time after which the session waits on `until` (pipeline.worker.waits): a
+    session as long as `repeat` conversations."""
+    from pipeline.worker.normalize import Normalizer
+    from topics.records import capture_line_decoder
+
+    n = Normalizer(provider, chat=True)
+    lines = [capture_line_decoder.decode(raw) for raw in path.read_bytes().splitlines()]
+    state: bytes | None = None
+    offset = 0
+    for time_round in range(repeat):
+        for cap in lines:
+            headers = [("origin", cap.origin.encode())]
+            out = n.process(state, b"bench", bytes(cap.msg), partition=0, offset=offset,
+                            headers=headers, timestamp_ms=1_000 + offset)
+            offset += 1
+            state = out.state if out.state is not None else state
+            if time_round == repeat - 1 and out.waiting == until:
+                assert state is not None
+                return state
+    raise BenchError(f"{path} never waits on {until}")
+
+
+def measure_stall_scan(fixtures: Path, sessions: int = 10_000, repeat: int = 5
+                       ) -> dict[str, float]:
+    """What one tick of the stall scan (pipeline.worker.stall) costs: learning what the
+    sessions of a table wait on (once per session) and then each tick (the table's keys
+    and one tuple per session), for `sessions` sessions waiting on a tool, a tenth
+    of them, and as many sessions each 50 conversations long. Milliseconds, medians of
+    `repeat` ticks; the ratios say how a tick grows with the number of sessions (10:
+    linear) and with their length (1: not at all)."""
+    from pipeline.worker.normalize import Normalizer
+    from pipeline.worker.stall import adopt
+    from pipeline.worker.waits import APPROVAL, MODEL, TOOL, Waits
+
+    # codex-exec: no message ids, so a conversation fed again is not dropped as a copy
+    capture = fixtures / "codex-exec" / "codex-exec__tool_shell.capture.jsonl"
+    short = _stall_state(capture, "codex-exec", TOOL)
+    long = _stall_state(capture, "codex-exec", TOOL, repeat=50)
+    step = Normalizer("codex-exec")
+    limits = {MODEL: 120.0, TOOL: 600.0, APPROVAL: 300.0}
+
+    def ticks(n: int, state: bytes) -> tuple[float, float]:
+        table = {f"session-{i}".encode(): state for i in range(n)}
+        waits = Waits()
+        t0 = time.perf_counter()
+        adopt(waits, step, table, 0.0)
+        learn = time.perf_counter() - t0
+        assert waits.counts == {TOOL: n}, waits.counts
+        times = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            adopt(waits, step, table, 1.0)
+            due = waits.overdue(2.0, limits)
+            times.append(time.perf_counter() - t0)
+            assert not due
+        return learn * 1000, statistics.median(times) * 1000
+
+    learn_short, tick_short = ticks(sessions, short)
+    _, tick_tenth = ticks(sessions // 10, short)
+    learn_long, tick_long = ticks(sessions, long)
+    return {"sessions": sessions, "tick_ms": tick_short, "learn_ms": learn_short,
+            "tick_ms_tenth": tick_tenth, "tick_ms_long": tick_long,
+            "learn_ms_long": learn_long,
+            "state_bytes": len(short), "state_bytes_long": len(long),
+            "tick_ratio_sessions": tick_short / tick_tenth,
+            "tick_ratio_length": tick_long / tick_short}
+
+
 def run_bench(settings: Settings, *, messages: int, repeat: int, batch: int,
               fixtures: Path | None, timeout: float, say: Callable[[str], None],
               recovery_sessions: int = 100_000) -> dict[str, Any]:
@@ -677,6 +748,7 @@ def run_bench(settings: Settings, *, messages: int, repeat: int, batch: int,
     if recovery_sessions:
         say(f"table recovery: {recovery_sessions} sessions")
         result["recovery"] = measure_recovery(settings, recovery_sessions, timeout)
+    result["stall_scan"] = measure_stall_scan(fixtures)
     return result
 
 
@@ -731,4 +803,14 @@ def format_report(r: dict[str, Any]) -> str:
                   f"  worker ready, full table                     {rec['ready_full_s']:>9.1f} s",
                   f"  recovery time per 100k sessions              "
                   f"{rec['recovery_s_per_100k']:>9.1f} s"]
+    if "stall_scan" in r:
+        st = r["stall_scan"]
+        lines += ["", f"stall scan ({st['sessions']:,.0f} sessions waiting on a tool)",
+                  f"  one tick                                     {st['tick_ms']:>9.2f} ms",
+                  f"  learning them (once, after a recovery)       {st['learn_ms']:>9.1f} ms",
+                  f"  tick ratio, 10x the sessions                 "
+                  f"{st['tick_ratio_sessions']:>9.2f}",
+                  f"  tick ratio, each session 50x longer          "
+                  f"{st['tick_ratio_length']:>9.2f}  "
+                  f"(state {st['state_bytes']:,.0f} -> {st['state_bytes_long']:,.0f} bytes)"]
     return "\n".join(lines)

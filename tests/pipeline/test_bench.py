@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -16,6 +17,7 @@ from pipeline.tools.bench import (
     build_workload,
     expected_events,
     format_report,
+    measure_stall_scan,
     n_messages,
     records_of,
     run_passthrough,
@@ -78,6 +80,25 @@ def test_report_names_the_ratios():
     assert "5.0 on average" in text
     assert "adapter core (offline, one core, mypyc)" in text
     assert "mix, the same source interpreted" in text
+
+
+def test_the_stall_scan_is_measured_by_sessions_and_by_their_length():
+    st = measure_stall_scan(CAPTURED, sessions=2000, repeat=2)
+    assert st["sessions"] == 2000 and st["tick_ms"] > 0 and st["tick_ms_tenth"] > 0
+    # the long sessions' states are about as large: a state does not grow with its length
+    assert st["state_bytes_long"] < 2 * st["state_bytes"]
+    text = format_report({**_minimal_result(), "stall_scan": st})
+    assert "stall scan (2,000 sessions waiting on a tool)" in text
+    assert "tick ratio, each session 50x longer" in text
+
+
+def _minimal_result() -> dict[str, Any]:
+    return {"workload": {"messages": 1, "sessions": 1, "batch": 1, "repeat": 1,
+                         "partitions": 1, "messages_per_batched_record": 1.0},
+            "adapter_core_msgs_per_s": {}, "aiokafka_passthrough_msgs_per_s": 1.0,
+            "faust_passthrough_msgs_per_s": 1.0, "canonflow_single_msgs_per_s": 1.0,
+            "canonflow_batched_msgs_per_s": 1.0, "canonflow_two_workers_msgs_per_s": 1.0,
+            "ratios": {"batched_vs_aiokafka": 1.0, "single_vs_faust": 1.0}, "memory": {}}
 
 
 def test_the_interpreted_adapter_core_is_measured_from_a_copy_without_extensions():

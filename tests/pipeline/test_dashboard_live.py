@@ -28,7 +28,7 @@ from pipeline.settings import Settings
 from pipeline.tools.kafka_io import RawRecord, produce, records_from_file
 from pipeline.worker.process import WorkerProcess
 from tests.deploy import promdash
-from tests.deploy.files import DASHBOARD
+from tests.deploy.files import DASHBOARD, DEPLOY
 from tests.pipeline.test_metrics import health, wait_for
 from tests.pipeline.test_ui import CHROMIUM_ARGS, _chromium_or_skip, artifacts_dir
 from topics.catalog import CANONICAL_TOPIC, CHAT_TOPIC
@@ -36,6 +36,7 @@ from topics.catalog import CANONICAL_TOPIC, CHAT_TOPIC
 pytestmark = pytest.mark.broker
 
 CAPTURED = Path(__file__).resolve().parents[1] / "fixtures" / "captured"
+ALERTS = DEPLOY / "prometheus" / "alerts.yml"
 SCRAPE_SECONDS = 1.0
 FLOW_SECONDS = 25.0  # how long conversations keep arriving: the charts' shape, no limit
 WAIT = 90.0  # ceilings for a broken run, never a measure of speed
@@ -61,7 +62,7 @@ BAD = [RawRecord(b"{not json", "agent", None),
 #: Panels that must show data after the flow, the issue's core views
 CORE = ("Native messages in", "Canonical events out", "Records delivered, by topic",
         "End-to-end lag (event time to delivery)", "Active sessions", "Table entries",
-        "Broker reachable", "Turns", "Tool calls (top 10)", "Approvals")
+        "Broker reachable", "Turns", "Tool calls (top 10)", "Approvals", "Sessions by state")
 
 
 @pytest.fixture
@@ -80,11 +81,13 @@ class Prometheus:
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = workdir / "prometheus.log"
         config = workdir / "prometheus.yml"
+        shutil.copy(ALERTS, workdir / "alerts.yml")  # the shipped alert rules, as deployed
         config.write_text(
             "global:\n"
             f"  scrape_interval: {SCRAPE_SECONDS:g}s\n"
             f"  scrape_timeout: {SCRAPE_SECONDS:g}s\n"
             f"  evaluation_interval: {SCRAPE_SECONDS:g}s\n"
+            "rule_files: [alerts.yml]\n"
             "scrape_configs:\n"
             "  - job_name: canonflow\n"
             "    metrics_path: /metrics\n"
@@ -108,6 +111,12 @@ class Prometheus:
                 return resp.status == 200
         except OSError:
             return False
+
+    def rules(self) -> list[dict[str, Any]]:
+        """The rules Prometheus loaded, each with its group's name, health and last error."""
+        with urllib.request.urlopen(f"{self.url}/api/v1/rules", timeout=30) as resp:
+            groups = json.loads(resp.read())["data"]["groups"]
+        return [{**rule, "group": g["name"]} for g in groups for rule in g["rules"]]
 
     def query(self, promql: str) -> list[dict[str, Any]]:
         url = f"{self.url}/api/v1/query?" + urllib.parse.urlencode({"query": promql})
@@ -228,6 +237,13 @@ def test_every_dashboard_query_runs_in_prometheus_and_the_core_panels_show_data(
     assert {"started", "completed"} <= names("Turns")
     assert {"Bash", "Edit"} <= names("Tool calls (top 10)")
     assert {"requested", "resolved"} <= names("Approvals")
+    assert "idle" in names("Sessions by state")  # every fed conversation ends its turn
+
+    # (c) the shipped alert rules: loaded, and evaluated on the worker's metrics
+    rules = {r["name"]: r for r in prometheus.rules() if r["group"] == "canonflow"}
+    stalled = rules["CanonflowSessionsStalled"]
+    assert stalled["health"] == "ok" and not stalled.get("lastError"), stalled
+    assert stalled["state"] == "inactive"  # no session waited past its threshold
     [broker_up] = [s for r in ev.for_panel("Broker reachable") for s in r.series]
     assert broker_up.points[-1][1] == 1
 
