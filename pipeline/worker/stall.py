@@ -10,7 +10,9 @@ stall_approval), publishes one synthetic `session.state.changed` (health "stalle
 preceded by another (health "recovered"), which the normalizer makes
 (pipeline.worker.normalize): so the two are in every consumer's stream, in order, and
 a worker that takes the session over says the recovery too (the stall is in the
-stored state).
+stored state). While the worker itself keeps events back (broker unreachable, a
+delivery being sent again) the scan says nothing, and that time is not counted in any
+session's wait.
 
 Unlike the idle scan's closings (a session that comes back begins a new life), a stall
 event takes a seq in a life that goes on, so a chunk's events are delivered and the
@@ -74,6 +76,12 @@ def adopt(waits: Waits, step: Normalizer, data: Any, now: float) -> int:
     return learnt
 
 
+def troubled(sink: OutputProducer) -> bool:
+    """Is the worker itself keeping events back (the broker unreachable, a delivery being
+    sent again)? Then a session without events is no sign of a stall."""
+    return sink.health.broker_ok is False or bool(sink.health.output_failing)
+
+
 def add_stall_watch(app: Any, settings: Settings, name: str, tables: Tables,
                     step: Normalizer, sessions: Sessions, sink: OutputProducer,
                     metrics: WorkerMetrics, fleet: FleetStage | None) -> None:
@@ -85,11 +93,17 @@ def add_stall_watch(app: Any, settings: Settings, name: str, tables: Tables,
     limit = limits(settings)
     chunk = 500  # sessions: their events and states, delivered in a few ms
     exact = sink.settings.producer_max_batch_size == 1
+    held: list[float] = []  # when the worker's own trouble began, while it lasts
 
     async def scan() -> None:
         if app.should_stop:
             return
         now = time.monotonic()
+        if troubled(sink):
+            held[:] = held or [now]
+            return
+        if held:  # the sessions' waits go on from where the trouble began
+            waits.shift(now - held.pop())
         adopt(waits, step, local(table), now)
         due = waits.overdue(now, limit)
         for start in range(0, len(due), chunk):

@@ -129,6 +129,12 @@ class Waits:
         for key in [k for k in self.entries if k not in live]:
             self.drop(key)
 
+    def shift(self, seconds: float) -> None:
+        """Count `seconds` out of every wait (the worker could not publish meanwhile: its
+        sessions' events were held back by it, not by their runtimes)."""
+        for key, (on, since, stalled) in self.entries.items():
+            self.entries[key] = (on, since + seconds, stalled)
+
     def overdue(self, now: float, limits: dict[str, float]) -> list[bytes]:
         """The sessions not said stalled yet whose wait is at least its limit at `now`
         (a limit of 0 or less, or none, never). One look per session."""

@@ -121,6 +121,10 @@ def test_the_tracker_counts_sessions_by_state_and_finds_only_the_overdue_ones():
     w.put(b"a", MODEL, 0.0, True)  # said stalled: not overdue again
     assert sorted(w.overdue(10_000.0, LIMITS)) == [b"b", b"c"]
     assert w.counts == {"stalled_model": 1, APPROVAL: 1, TOOL: 1, IDLE: 1}
+    w.shift(100.0)  # the worker's own trouble: not counted in the waits
+    assert sorted(w.overdue(10_000.0, LIMITS)) == [b"b", b"c"]
+    assert w.overdue(219.0, LIMITS) == [] and w.overdue(220.0, LIMITS) == []
+    assert w.overdue(400.0, LIMITS) == [b"b"]
     w.put(b"a", MODEL, 50.0)  # an event came
     w.drop(b"c")
     w.keep_only({b"a", b"b"})
