@@ -232,6 +232,23 @@ def test_adopt_learns_recovered_sessions_once_and_forgets_the_ones_moved_away():
     assert adopt(w, n, table, 9.0) == 0  # once
 
 
+def test_no_stall_is_said_while_the_worker_itself_keeps_events_back():
+    from pipeline.ops.web import Health
+    from pipeline.settings import Settings
+    from pipeline.worker.output import OutputProducer
+    from pipeline.worker.stall import troubled
+
+    sink = OutputProducer(Settings(), health=Health())
+    assert not troubled(sink)  # not probed yet: nothing known against it
+    sink.health.probe_ok()
+    assert not troubled(sink)
+    sink.health.send_failed("normalize.codex", TimeoutError("no answer"))
+    assert troubled(sink)
+    sink.health.send_ok("normalize.codex")
+    sink.health.probe_failed(ConnectionError("refused"))
+    assert troubled(sink)
+
+
 # ---- on the embedded broker --------------------------------------------------------
 
 
