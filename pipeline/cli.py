@@ -57,7 +57,7 @@ def _error(message: str) -> None:
 
 
 @click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="canonflow", message="%(prog)s %(version)s")
+@click.version_option(package_name="canonflow", message="canonflow %(version)s")
 def main() -> None:
     """canonflow: AI coding-agent runtime events -> one canonical event stream on Kafka."""
 
@@ -529,4 +529,4 @@ def _add_commands() -> None:
 _add_commands()
 
 if __name__ == "__main__":
-    main()
+    main(prog_name="canonflow")

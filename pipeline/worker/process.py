@@ -6,9 +6,12 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import IO
 
@@ -165,6 +168,47 @@ def _unreachable(error: BaseException) -> bool:
     return isinstance(error, OSError | TimeoutError)
 
 
+#: Seconds between two log lines of the same shape (Repeats): during a broker outage
+#: aiokafka logs each failed connection, fetch and metadata update of each client, 2,779
+#: lines in 40 s measured, where one of each kind a minute says as much.
+REPEAT_SECONDS = 60.0
+#: Seconds the worker may take to stop after Ctrl-C before it exits anyway: with the
+#: broker down, Faust's orderly stop waited 61 s measured for clients that cannot close.
+#: Exiting then loses nothing (as SIGKILL: nothing undelivered was acknowledged).
+INTERRUPT_SECONDS = 5.0
+_VARYING = re.compile(r"0x[0-9a-fA-F]+|\d+")
+
+
+class Repeats(logging.Filter):
+    """Lets through one log record of each shape (logger, level, message with its
+    numbers left out: node ids, ports, addresses, times) per `every` seconds; the next
+    one through says how many were held back meanwhile. The shapes kept are bounded."""
+
+    def __init__(self, every: float = REPEAT_SECONDS,
+                 clock: Callable[[], float] = time.monotonic, most: int = 1000):
+        super().__init__()
+        self.every, self.clock, self.most = every, clock, most
+        self.shapes: dict[tuple[str, int, str], list[float]] = {}  # -> [next time, held]
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        shape = (record.name, record.levelno, _VARYING.sub("#", record.getMessage()))
+        now = self.clock()
+        seen = self.shapes.get(shape)
+        if seen is not None and now < seen[0]:
+            seen[1] += 1
+            return False
+        if seen is None and len(self.shapes) >= self.most:
+            self.shapes = {k: v for k, v in self.shapes.items() if now < v[0]}
+            if len(self.shapes) >= self.most:
+                return True  # too many shapes to follow: let it through, keep nothing
+        if seen is not None and seen[1]:
+            record.msg = (f"{record.getMessage()} ({seen[1]:.0f} more like this in "
+                          f"{self.every:.0f} s)")
+            record.args = None
+        self.shapes[shape] = [now + self.every, 0]
+        return True
+
+
 #: The line `canonflow run` prints once, when the worker has its partitions, its tables
 #: recovered and its web server up (followed by the web address, or "no web server").
 READY = "canonflow: ready"
@@ -201,11 +245,27 @@ def run_worker(settings: Settings, *, say: Callable[[str], None] = lambda s: pri
             say(f"{READY}: {web}")
 
     worker.on_startup_finished = on_startup_finished  # type: ignore[method-assign]
+    root_logger_set = worker.on_setup_root_logger  # Faust's hook, once its handlers exist
+    repeats = Repeats()
+
+    def on_setup_root_logger(logger: logging.Logger, level: int) -> None:
+        root_logger_set(logger, level)
+        for handler in logger.handlers:
+            handler.addFilter(repeats)
+
+    worker.on_setup_root_logger = on_setup_root_logger  # type: ignore[method-assign]
     interrupted: list[bool] = []
     on_sigint = worker._on_sigint  # mode's handler: it stops the worker in order
 
     def sigint() -> None:
+        if interrupted:  # a second Ctrl-C: at once
+            _exit_now("canonflow: stopped at a second Ctrl-C")
         interrupted.append(True)
+        deadline = threading.Timer(INTERRUPT_SECONDS, _exit_now, [
+            f"canonflow: not stopped {INTERRUPT_SECONDS:.0f} s after Ctrl-C (the broker "
+            "unreachable?): exiting; nothing unpublished was acknowledged"])
+        deadline.daemon = True
+        deadline.start()
         on_sigint()
 
     worker._on_sigint = sigint  # type: ignore[method-assign]
@@ -220,6 +280,13 @@ def run_worker(settings: Settings, *, say: Callable[[str], None] = lambda s: pri
         if e.code not in (0, None):
             raise
     return 130 if interrupted else 0
+
+
+def _exit_now(why: str) -> None:
+    """Leave at once with the Ctrl-C status, as SIGKILL would (nothing is lost: the
+    records of an undelivered batch were not acknowledged, and are read again)."""
+    print(why, file=sys.stderr, flush=True)
+    os._exit(130)
 
 
 class WorkerProcess:
