@@ -116,6 +116,18 @@ def _for_cluster(settings: Any) -> Coroutine[Any, Any, Any]:
     return for_cluster(settings)
 
 
+def _quiet_repeats() -> None:
+    """Log lines (aiokafka's, one per failed connection) on stderr, each shape at most
+    once a minute (pipeline.worker.process.Repeats), as the worker's."""
+    import logging
+
+    from pipeline.worker.process import Repeats
+
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(Repeats())
+
+
 _broker_option = click.option(
     "--broker", "-b", envvar="CANONFLOW_BROKER", default=None,
     help="kafka://host:port[;host:port] of the cluster (env CANONFLOW_BROKER); required.")
@@ -301,6 +313,7 @@ def ship(broker: str | None, runtime: str | None, checkpoint: str | None, once: 
     checkpoint = checkpoint or os.path.join(settings.data_dir, "ship-checkpoint.json")
     with contextlib.suppress(click.ClickException):  # unreachable: ship waits for it itself
         settings = _on_broker(settings, _for_cluster(settings))
+    _quiet_repeats()  # ship says each failed attempt itself
     sys.exit(run_ship(settings, list(paths), checkpoint=checkpoint, runtime=runtime,
                       once=once, interval=interval))
 

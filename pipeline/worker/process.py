@@ -261,6 +261,7 @@ def run_worker(settings: Settings, *, say: Callable[[str], None] = lambda s: pri
         if interrupted:  # a second Ctrl-C: at once
             _exit_now("canonflow: stopped at a second Ctrl-C")
         interrupted.append(True)
+        threading.excepthook = _thread_stopped
         deadline = threading.Timer(INTERRUPT_SECONDS, _exit_now, [
             f"canonflow: not stopped {INTERRUPT_SECONDS:.0f} s after Ctrl-C (the broker "
             "unreachable?): exiting; nothing unpublished was acknowledged"])
@@ -269,6 +270,13 @@ def run_worker(settings: Settings, *, say: Callable[[str], None] = lambda s: pri
         on_sigint()
 
     worker._on_sigint = sigint  # type: ignore[method-assign]
+    on_sigterm = worker._on_sigterm
+
+    def sigterm() -> None:
+        threading.excepthook = _thread_stopped
+        on_sigterm()
+
+    worker._on_sigterm = sigterm  # type: ignore[method-assign]
     # Measured: aiokafka and faust log at debug level on every send, and with the
     # root logger left at DEBUG each call built a LogRecord that was then dropped.
     level = logging.getLevelName(settings.log_level.upper())
@@ -280,6 +288,15 @@ def run_worker(settings: Settings, *, say: Callable[[str], None] = lambda s: pri
         if e.code not in (0, None):
             raise
     return 130 if interrupted else 0
+
+
+def _thread_stopped(args: threading.ExceptHookArgs) -> None:
+    """Once the worker stops, a thread that ends with an error (Faust's consumer thread,
+    its broker gone) is one line, not a traceback: the stop goes on regardless."""
+    error = f"{args.exc_type.__name__}: {args.exc_value}".rstrip(": ")
+    name = args.thread.name if args.thread is not None else "a thread"
+    print(f"canonflow: while stopping, {name} ended with {' '.join(error.split())[:300]}",
+          file=sys.stderr, flush=True)
 
 
 def _exit_now(why: str) -> None:

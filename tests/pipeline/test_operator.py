@@ -203,6 +203,29 @@ def test_kill_9_of_a_command_leaves_no_tansu_holding_its_port(tmp_path, command)
         s.bind(("127.0.0.1", port))
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG")
+def test_a_killed_tool_leaves_neither_its_broker_nor_its_worker(tmp_path):
+    """`kill` of `canonflow bench` left its Tansu broker and its Faust child running: the
+    tools start both as EmbeddedBroker and WorkerProcess, here in a parent killed so."""
+    parent = subprocess.Popen([sys.executable, "-c", (
+        "import time\n"
+        "from pipeline.cluster.broker import EmbeddedBroker\n"
+        "from pipeline.settings import Settings\n"
+        "from pipeline.worker.process import WorkerProcess, embedded_settings\n"
+        f"b = EmbeddedBroker(log_path={str(tmp_path / 'tansu.log')!r}).start()\n"
+        "s = embedded_settings(Settings(partitions=2, web_enabled=False,\n"
+        f"                              data_dir={str(tmp_path / 'data')!r}), b.url)\n"
+        "w = WorkerProcess(s).start()\n"
+        "print(b.pid, w.pid, flush=True)\n"
+        "time.sleep(120)\n")], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    assert parent.stdout is not None
+    children = [int(pid) for pid in parent.stdout.readline().split()]
+    assert len(children) == 2 and not any(_gone(pid) for pid in children)
+    parent.terminate()  # SIGTERM: Python's default ends it without any cleanup
+    parent.wait()
+    _wait(lambda: all(_gone(pid) for pid in children), 30, "a child outlived the tool")
+
+
 def test_a_tansu_broker_is_told_from_its_cluster_id(tmp_path):
     """The worker takes the embedded broker's settings from any Tansu it talks to: the
     cluster's metadata carries the id `canonflow broker` starts it with (or Tansu's own)."""
