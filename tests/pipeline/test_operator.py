@@ -277,6 +277,24 @@ def _stopped_by_ctrl_c(proc: subprocess.Popen[bytes], within: float) -> float:
     return took
 
 
+def test_ctrl_c_stops_the_broker_and_tail_with_130_and_no_traceback(tmp_path):
+    broker = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "broker"], cwd=ROOT,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              preexec_fn=die_with_parent())
+    assert broker.stdout is not None
+    url = "kafka://" + broker.stdout.readline().split("kafka://")[1].split()[0]
+    try:
+        assert canonflow("topics", "create", "--broker", url).returncode == 0
+        tail = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "tail", "--broker", url],
+                                cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        time.sleep(3)  # following
+        _stopped_by_ctrl_c(tail, 5)  # type: ignore[arg-type]
+        assert tail.stderr is not None and b"Traceback" not in tail.stderr.read()
+    finally:
+        _stopped_by_ctrl_c(broker, 10)  # type: ignore[arg-type]
+    assert broker.stderr is not None and broker.stderr.read() == ""
+
+
 @pytest.mark.parametrize("stage", ["waiting", "starting", "ready"])
 def test_ctrl_c_exits_130_promptly_at_every_stage_and_the_worker_says_ready_once(
         tmp_path, stage):
