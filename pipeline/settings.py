@@ -109,6 +109,14 @@ class Settings(Struct, frozen=True, kw_only=True):
 
 
 BROKER_KINDS = ("auto", "tansu", "kafka")
+#: The least value of the settings that count something or wait for something: zero or
+#: less would be accepted, then fail later with a traceback (or never create a topic).
+_LEAST: dict[str, float] = {
+    "partitions": 1, "replication": 1, "batch_max": 1, "max_record_bytes": 1, "item_cap": 1,
+    "max_message_bytes": 1, "idle_timeout": 0.001, "idle_scan_interval": 0.001,
+    "fleet_publish_interval": 0.001, "health_probe_interval": 0.001,
+    "health_probe_timeout": 0.001, "producer_request_timeout": 0.001,
+    "rebalance_timeout": 0.001, "batch_within": 0, "producer_linger": 0, "fleet_grace": 0}
 #: The schemes Faust accepts for a Kafka broker.
 _SCHEMES = ("kafka", "aiokafka")
 
@@ -178,6 +186,12 @@ def from_env(env: Mapping[str, str] | None = None, **overrides: Any) -> Settings
             values[field.name] = raw
     values.update({k: v for k, v in overrides.items() if v is not None})
     settings = msgspec.convert(values, Settings, strict=False)
+    for name, least in _LEAST.items():
+        if getattr(settings, name) < least:
+            raise ValueError(f"{name} is {getattr(settings, name)}: it must be at least {least} "
+                             f"(CANONFLOW_{name.upper()})")
+    if not 0 < settings.web_port < 65536:
+        raise ValueError(f"web port {settings.web_port} is not a port (1 to 65535)")
     if settings.broker:
         broker_addresses(settings.broker)
     if settings.broker_kind not in BROKER_KINDS:

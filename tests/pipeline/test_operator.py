@@ -65,6 +65,16 @@ def test_a_malformed_broker_address_is_a_usage_error(command, address):
     assert f"broker address {address!r}" in line and "-h" in line
 
 
+@pytest.mark.parametrize(("args", "says"), [
+    (["topics", "check", "--partitions", "0"], "partitions is 0"),
+    (["topics", "create", "--partitions", "-2"], "partitions is -2"),
+    (["run", "--web-port", "70000"], "web port 70000"),
+])
+def test_a_count_or_port_out_of_range_is_a_usage_error(args, says):
+    """--partitions 0 was accepted; a web port out of range was a traceback."""
+    assert says in one_line(canonflow(*args, "--broker", NOBODY), 2)
+
+
 def test_a_bad_otlp_endpoint_is_a_usage_error_at_once():
     """It was retried for 33 s."""
     start = time.monotonic()
