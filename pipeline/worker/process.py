@@ -180,9 +180,10 @@ _VARYING = re.compile(r"0x[0-9a-fA-F]+|\d+")
 
 
 class Repeats(logging.Filter):
-    """Lets through one log record of each shape (logger, level, message with its
+    """Lets through one warning or error of each shape (logger, level, message with its
     numbers left out: node ids, ports, addresses, times) per `every` seconds; the next
-    one through says how many were held back meanwhile. The shapes kept are bounded."""
+    one through says how many were held back meanwhile. The shapes kept are bounded.
+    Info and debug records (a log level asked for) all pass."""
 
     def __init__(self, every: float = REPEAT_SECONDS,
                  clock: Callable[[], float] = time.monotonic, most: int = 1000):
@@ -191,6 +192,8 @@ class Repeats(logging.Filter):
         self.shapes: dict[tuple[str, int, str], list[float]] = {}  # -> [next time, held]
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING:  # asked for with CANONFLOW_LOG_LEVEL: all of it
+            return True
         shape = (record.name, record.levelno, _VARYING.sub("#", record.getMessage()))
         now = self.clock()
         seen = self.shapes.get(shape)
