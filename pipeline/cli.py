@@ -7,15 +7,57 @@ Heavy imports (faust, aiokafka) happen inside the commands that need a broker, s
 from __future__ import annotations
 
 import sys
-from typing import IO
+from collections.abc import Coroutine
+from typing import IO, Any, TypeVar
 
 import click
 
 from pipeline.transcripts.discovery import RUNTIMES as TRANSCRIPT_RUNTIMES
 from topics.catalog import PROVIDERS
 
+T = TypeVar("T")
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+#: Exit status of a command whose broker does not answer (1 is `topics check`'s drift).
+UNREACHABLE = 3
+#: Exit status after Ctrl-C (SIGINT), as a shell reports it.
+INTERRUPTED = 130
+
+
+class BrokerUnreachable(click.ClickException):
+    exit_code = UNREACHABLE
+
+
+class _Commands(click.Group):
+    """The `canonflow` group: every failure it knows is one line on stderr, never a
+    traceback. A usage error says what is wrong and where the help is; Ctrl-C exits
+    130 at once, at any stage (click's own handling says "Aborted!" and exits 1)."""
+
+    def main(self, args: Any = None, prog_name: str | None = None,  # type: ignore[override]
+             complete_var: str | None = None, standalone_mode: bool = True,
+             **extra: Any) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, **extra)
+        try:
+            status = super().main(args, prog_name, complete_var, False, **extra)
+        except (click.exceptions.Abort, KeyboardInterrupt):
+            sys.exit(INTERRUPTED)
+        except click.UsageError as e:
+            where = e.ctx.command_path if e.ctx is not None else "canonflow"
+            _error(f"{where}: {e.format_message()} (see '{where} -h')")
+            sys.exit(e.exit_code)
+        except click.ClickException as e:
+            _error(f"canonflow: {e.format_message()}")
+            sys.exit(e.exit_code)
+        sys.exit(status if isinstance(status, int) else 0)
+
+
+def _error(message: str) -> None:
+    """One line on stderr: a message that spans lines (an error's text) is joined."""
+    click.echo(" ".join(message.split()), err=True)
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="canonflow", message="canonflow %(version)s")
 def main() -> None:
     """canonflow: AI coding-agent runtime events -> one canonical event stream on Kafka."""
 
@@ -29,9 +71,69 @@ def _settings(**overrides: object):  # noqa: ANN202
         raise click.UsageError(str(e)) from None
 
 
+def _on_broker(settings: Any, coro: Coroutine[Any, Any, T]) -> T:
+    """Run `coro` (which talks to the broker of `settings`); a broker that does not
+    answer, or refuses, is one line (BrokerUnreachable, or exit 1), not a traceback.
+    aiokafka logs each failed connection (through Python's last-resort handler, with no
+    logging set up): the last of them becomes the line's reason instead."""
+    import asyncio
+    import logging
+
+    from aiokafka.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
+
+    said: list[str] = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = lambda record: said.append(record.getMessage())  # type: ignore[method-assign]
+    log = logging.getLogger("aiokafka")
+    log.addHandler(handler)
+    propagate, log.propagate = log.propagate, False
+    try:
+        return asyncio.run(coro)
+    except (KafkaConnectionError, KafkaTimeoutError, OSError, TimeoutError) as e:
+        reason = said[-1] if said else _short(e)
+        raise BrokerUnreachable(f"no broker answers at {settings.bootstrap} "
+                                f"({reason})") from None
+    except KafkaError as e:
+        raise click.ClickException(f"the broker at {settings.bootstrap}: {_short(e)}") from None
+    finally:
+        log.removeHandler(handler)
+        log.propagate = propagate
+
+
+def _short(error: BaseException) -> str:
+    """An error's text without its class name repeated and without aiokafka's address
+    tuples (`Unable to bootstrap from [('127.0.0.1', 1, <AddressFamily...>)]`)."""
+    text = str(error) or type(error).__name__
+    name = type(error).__name__ + ": "
+    text = text[len(name):] if text.startswith(name) else text
+    return "unable to connect" if text.startswith("Unable to bootstrap") else text
+
+
+def _for_cluster(settings: Any) -> Coroutine[Any, Any, Any]:
+    """The settings for the cluster (the embedded broker's on Tansu): for_cluster."""
+    from pipeline.worker.process import for_cluster
+
+    return for_cluster(settings)
+
+
+def _quiet_repeats() -> None:
+    """Log lines (aiokafka's, one per failed connection) on stderr, each shape at most
+    once a minute (pipeline.worker.process.Repeats), as the worker's."""
+    import logging
+
+    from pipeline.worker.process import Repeats
+
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(Repeats())
+
+
 _broker_option = click.option(
     "--broker", "-b", envvar="CANONFLOW_BROKER", default=None,
-    help="kafka://host:port of an existing cluster (env CANONFLOW_BROKER). "
+    help="kafka://host:port[;host:port] of the cluster (env CANONFLOW_BROKER); required.")
+_run_broker_option = click.option(
+    "--broker", "-b", envvar="CANONFLOW_BROKER", default=None,
+    help="kafka://host:port[;host:port] of an existing cluster (env CANONFLOW_BROKER). "
          "Default: start an embedded broker on 127.0.0.1.")
 _partitions_option = click.option(
     "--partitions", type=int, default=None,
@@ -39,7 +141,7 @@ _partitions_option = click.option(
 
 
 @main.command()
-@_broker_option
+@_run_broker_option
 @_partitions_option
 @click.option("--include-raw", is_flag=True, default=None,
               help="Copy native messages into canonical events (env CANONFLOW_INCLUDE_RAW).")
@@ -53,19 +155,30 @@ def run(broker: str | None, partitions: int | None, include_raw: bool | None,
     answer yet), runs the normalize agents until Ctrl-C / SIGTERM, then stops the
     embedded broker.
     """
+    from pipeline.cluster.broker import BrokerError, port_in_use
     from pipeline.worker.process import Stopped, broker_for, ensure_topics_waiting, run_worker
 
     settings = _settings(broker=broker, partitions=partitions, include_raw=include_raw,
                          web_port=web_port, web_enabled=False if no_web else None)
-    with broker_for(settings) as live:
-        try:  # a worker of a fleet may start before its broker: it waits for it
-            created = ensure_topics_waiting(live, say=lambda s: click.echo(s, err=True))
-        except Stopped as e:
-            click.echo(f"canonflow: stopped ({e}) before the broker answered", err=True)
-            sys.exit(e.code)
-        click.echo(f"canonflow: broker {live.broker}; topics created: {len(created)}; "
-                   f"providers: {', '.join(live.providers)}", err=True)
-        run_worker(live)
+    if settings.web_enabled and port_in_use(settings.web_host, settings.web_port):
+        raise click.ClickException(f"cannot listen on {settings.web_host}:{settings.web_port}"
+                                   " (the worker's web server): the port is in use; "
+                                   "--web-port N, or --no-web")
+    try:
+        with broker_for(settings) as live:
+            try:  # a worker of a fleet may start before its broker: it waits for it
+                live, created = ensure_topics_waiting(live, say=lambda s: click.echo(s, err=True))
+            except Stopped as e:
+                click.echo(f"canonflow: stopped ({e}) before the broker answered", err=True)
+                sys.exit(e.code)
+            kind = "Tansu: the embedded broker's settings" if live.broker_kind == "tansu" \
+                else "Kafka"
+            click.echo(f"canonflow: broker {live.broker} ({kind}); topics created: "
+                       f"{len(created)}; providers: {', '.join(live.providers)}", err=True)
+            status = run_worker(live)
+    except BrokerError as e:
+        raise click.ClickException(str(e)) from None
+    sys.exit(status)
 
 
 @main.command()
@@ -88,6 +201,7 @@ def replay(provider: str, fmt: str, session: str | None, include_raw: bool, view
     Reads FILES (stdin when none). Lines that cannot be translated produce a dead-letter
     record (JSON) on stderr and replay goes on. Exit status 0 unless a file cannot be read.
     """
+    from pipeline.tools.replay import WrongFormat
     from pipeline.tools.replay import replay as run_replay
 
     opened: list[tuple[str, IO[bytes]]] = []
@@ -99,6 +213,9 @@ def replay(provider: str, fmt: str, session: str | None, include_raw: bool, view
     try:
         run_replay(provider, opened, sys.stdout.buffer, sys.stderr.buffer, fmt=fmt,  # type: ignore[arg-type]
                    session=session, include_raw=include_raw, view=view)  # type: ignore[arg-type]
+    except WrongFormat as e:
+        sys.stdout.flush()
+        raise click.ClickException(str(e)) from None
     finally:
         for path, stream in opened:
             if path != "-":
@@ -111,28 +228,30 @@ def replay(provider: str, fmt: str, session: str | None, include_raw: bool, view
 @click.option("--session", "-s", required=True, help="Session id (the record key).")
 @click.option("--format", "fmt", type=click.Choice(["native", "capture"]), default="native",
               show_default=True)
-@click.option("--batch", type=int, default=1, show_default=True,
+@click.option("--batch", type=click.IntRange(min=1), default=1, show_default=True,
               help="Native messages per record (consecutive lines of one origin).")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False))
 def produce(broker: str | None, provider: str, session: str, fmt: str, batch: int,
             file: str) -> None:
     """Send a native file into the provider's raw topic (key = session; origin and
     capture time as headers)."""
-    import asyncio
-
     import msgspec
 
     from pipeline.tools.kafka_io import produce as send
     from pipeline.tools.kafka_io import records_from_file
+    from pipeline.tools.replay import WrongFormat
 
     settings = _settings(broker=broker)
     if not settings.broker:
         raise click.UsageError("produce needs --broker (or CANONFLOW_BROKER)")
     try:
         records = records_from_file(file, fmt, batch)  # type: ignore[arg-type]
+    except WrongFormat as e:
+        raise click.ClickException(f"{file}: {e}") from None
     except (msgspec.DecodeError, msgspec.ValidationError) as e:
         raise click.ClickException(f"{file}: not a capture file: {e}") from None
-    n = asyncio.run(send(settings, provider, session, records))
+    settings = _on_broker(settings, _for_cluster(settings))
+    n = _on_broker(settings, send(settings, provider, session, records))
     click.echo(f"canonflow: {n} record(s) -> {settings.broker} agents.raw.{provider} "
                f"key {session!r}", err=True)
 
@@ -183,6 +302,7 @@ def ship(broker: str | None, runtime: str | None, checkpoint: str | None, once: 
     native record to its transcript raw topic, keyed by session (the sidecar of
     interactive sessions). A checkpoint keeps its place: restarted, it sends nothing
     twice and skips nothing. Stops on Ctrl-C / SIGTERM."""
+    import contextlib
     import os
 
     from pipeline.transcripts.ship import ship as run_ship
@@ -191,6 +311,9 @@ def ship(broker: str | None, runtime: str | None, checkpoint: str | None, once: 
     if not settings.broker:
         raise click.UsageError("ship needs --broker (or CANONFLOW_BROKER)")
     checkpoint = checkpoint or os.path.join(settings.data_dir, "ship-checkpoint.json")
+    with contextlib.suppress(click.ClickException):  # unreachable: ship waits for it itself
+        settings = _on_broker(settings, _for_cluster(settings))
+    _quiet_repeats()  # ship says each failed attempt itself
     sys.exit(run_ship(settings, list(paths), checkpoint=checkpoint, runtime=runtime,
                       once=once, interval=interval))
 
@@ -212,7 +335,6 @@ def tail(broker: str | None, session: str | None, as_json: bool, deadletters: bo
 
     Control characters in what it prints (agent output, session ids: anything a
     producer wrote) are shown as escapes, never sent to the terminal raw."""
-    import asyncio
 
     from pipeline.tools.kafka_io import follow
     from pipeline.views.render import ChatRenderer, decode_record, json_text, render, unreadable
@@ -242,11 +364,8 @@ def tail(broker: str | None, session: str | None, as_json: bool, deadletters: bo
     chat = ChatRenderer(lambda s: (sys.stdout.write(s), sys.stdout.flush()))
     topic = (DEADLETTER_TOPIC if deadletters else CHAT_TOPIC if view == "chat"
              else CANONICAL_TOPIC)
-    try:
-        asyncio.run(follow(settings, [topic], show, from_beginning=from_beginning,
-                           idle_timeout=idle_timeout))
-    except KeyboardInterrupt:
-        pass
+    _on_broker(settings, follow(settings, [topic], show, from_beginning=from_beginning,
+                                idle_timeout=idle_timeout))
 
 
 @main.group()
@@ -259,12 +378,12 @@ def topics() -> None:
 @_partitions_option
 def topics_create(broker: str | None, partitions: int | None) -> None:
     """Create the catalog's missing topics (partitions, cleanup policy, retention)."""
-    from pipeline.worker.process import ensure_topics
+    from pipeline.cluster.admin import create_topics
 
     settings = _settings(broker=broker, partitions=partitions)
     if not settings.broker:
         raise click.UsageError("topics create needs --broker (or CANONFLOW_BROKER)")
-    created = ensure_topics(settings)
+    created = _on_broker(settings, create_topics(settings))
     click.echo("created: " + (", ".join(created) if created else "nothing (all present)"))
 
 
@@ -273,14 +392,12 @@ def topics_create(broker: str | None, partitions: int | None) -> None:
 @_partitions_option
 def topics_check(broker: str | None, partitions: int | None) -> None:
     """Report drift between the cluster and the catalog; exit 1 if any."""
-    import asyncio
-
     from pipeline.cluster.admin import check_topics
 
     settings = _settings(broker=broker, partitions=partitions)
     if not settings.broker:
         raise click.UsageError("topics check needs --broker (or CANONFLOW_BROKER)")
-    drift = asyncio.run(check_topics(settings))
+    drift = _on_broker(settings, check_topics(settings))
     for d in drift:
         click.echo(f"DRIFT {d}")
     if drift:
@@ -295,17 +412,30 @@ def broker(port: int | None) -> None:
     import signal
     import threading
 
-    from pipeline.cluster.broker import EmbeddedBroker
+    from pipeline.cluster.broker import BrokerError, EmbeddedBroker
 
     stop = threading.Event()
+    stopped_by: list[int] = []
+
+    def on_signal(signum: int, _frame: object) -> None:
+        stopped_by.append(signum)
+        stop.set()
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    with EmbeddedBroker(port=port) as b:
-        click.echo(f"canonflow: embedded broker at {b.url} (pid {b.pid}); Ctrl-C stops it")
-        sys.stdout.flush()
-        while not stop.wait(0.5):
-            if b.proc is None or b.proc.poll() is not None:
-                raise click.ClickException("the embedded broker exited")
+        signal.signal(sig, on_signal)
+    try:
+        with EmbeddedBroker(port=port) as b:
+            click.echo(f"canonflow: embedded broker at {b.url} (pid {b.pid}); Ctrl-C stops it")
+            sys.stdout.flush()
+            while not stop.wait(0.5):
+                if b.proc is None or b.proc.poll() is not None:
+                    status = b.proc.returncode if b.proc is not None else None
+                    raise BrokerError(f"the embedded broker exited with status {status} "
+                                      f"({b.last_words()})")
+    except BrokerError as e:
+        raise click.ClickException(str(e)) from None
+    if stopped_by and stopped_by[0] == signal.SIGINT:
+        sys.exit(INTERRUPTED)
 
 
 @main.command()
@@ -319,12 +449,12 @@ def demo(timeout: float) -> None:
 
 
 @main.command()
-@_broker_option
+@_run_broker_option
 @_partitions_option
 @click.option("--messages", type=int, default=20000, show_default=True,
               help="Native messages in the workload (copies of the captured conversations).")
 @click.option("--repeat", type=int, default=3, show_default=True, help="Runs per measurement.")
-@click.option("--batch", type=int, default=50, show_default=True,
+@click.option("--batch", type=click.IntRange(min=1), default=50, show_default=True,
               help="Native messages per record in the batched run.")
 @click.option("--fixtures", type=click.Path(file_okay=False, exists=True), default=None,
               help="Captured conversations (default ../shared/fixtures/captured).")
@@ -412,4 +542,4 @@ def _add_commands() -> None:
 _add_commands()
 
 if __name__ == "__main__":
-    main()
+    main(prog_name="canonflow")

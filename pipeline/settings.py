@@ -20,6 +20,10 @@ from topics.catalog import DEFAULT_PARTITIONS, PROVIDERS
 class Settings(Struct, frozen=True, kw_only=True):
     #: kafka://host:port[;host:port] of an existing cluster; empty = start the embedded broker.
     broker: str = ""
+    #: What the cluster is: "tansu" gets the embedded broker's settings (one record per
+    #: producer batch, a short rebalance timeout: pipeline.worker.process.embedded_settings),
+    #: "kafka" none of them, "auto" asks the cluster (Tansu answers with its cluster id).
+    broker_kind: str = "auto"
     app_id: str = "canonflow"
     partitions: int = DEFAULT_PARTITIONS
     replication: int = 1
@@ -113,6 +117,59 @@ class Settings(Struct, frozen=True, kw_only=True):
         return msgspec.structs.replace(self, **changes)
 
 
+BROKER_KINDS = ("auto", "tansu", "kafka")
+#: The least value of the settings that count something or wait for something: zero or
+#: less would be accepted, then fail later with a traceback (or never create a topic).
+_LEAST: dict[str, float] = {
+    "partitions": 1, "replication": 1, "batch_max": 1, "max_record_bytes": 1, "item_cap": 1,
+    "max_message_bytes": 1, "idle_timeout": 0.001, "idle_scan_interval": 0.001,
+    "fleet_publish_interval": 0.001, "health_probe_interval": 0.001,
+    "health_probe_timeout": 0.001, "producer_request_timeout": 0.001,
+    "rebalance_timeout": 0.001, "batch_within": 0, "producer_linger": 0, "fleet_grace": 0}
+#: The schemes Faust accepts for a Kafka broker.
+_SCHEMES = ("kafka", "aiokafka")
+
+
+def broker_addresses(broker: str) -> list[tuple[str, int]]:
+    """(host, port) of every address in `broker` (kafka://host:port[;kafka://host:port]).
+
+    Raises ValueError, naming the address, for one without a host or a valid port (or
+    with a scheme Faust does not know): better than a traceback at the first connection.
+    """
+    out: list[tuple[str, int]] = []
+    for address in broker.replace(",", ";").split(";"):
+        if not address.strip():
+            continue
+        scheme, sep, rest = address.strip().rpartition("://")
+        if sep and scheme not in _SCHEMES:
+            raise ValueError(f"broker address {address!r}: the scheme must be kafka://")
+        host, _, port = rest.rpartition(":")
+        host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+        if not host or not port.isdigit() or not 0 < int(port) < 65536 or "/" in host:
+            raise ValueError(f"broker address {address!r} is not kafka://host:port")
+        out.append((host, int(port)))
+    if not out:
+        raise ValueError(f"broker address {broker!r} is not kafka://host:port")
+    return out
+
+
+def http_url(text: str) -> str:
+    """`text` if it is an http:// or https:// URL with a host (an OTLP endpoint).
+
+    Raises ValueError otherwise: a typo is a usage error, not a minute of retries.
+    """
+    from urllib.parse import urlsplit
+
+    try:
+        url = urlsplit(text)
+        url.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError:
+        raise ValueError(f"{text!r} is not an http:// or https:// URL") from None
+    if url.scheme not in ("http", "https") or not url.hostname:
+        raise ValueError(f"{text!r} is not an http:// or https:// URL")
+    return text
+
+
 _BOOL = {"1": True, "true": True, "yes": True, "on": True,
          "0": False, "false": False, "no": False, "off": False, "": False}
 
@@ -138,6 +195,17 @@ def from_env(env: Mapping[str, str] | None = None, **overrides: Any) -> Settings
             values[field.name] = raw
     values.update({k: v for k, v in overrides.items() if v is not None})
     settings = msgspec.convert(values, Settings, strict=False)
+    for name, least in _LEAST.items():
+        if getattr(settings, name) < least:
+            raise ValueError(f"{name} is {getattr(settings, name)}: it must be at least {least} "
+                             f"(CANONFLOW_{name.upper()})")
+    if not 0 < settings.web_port < 65536:
+        raise ValueError(f"web port {settings.web_port} is not a port (1 to 65535)")
+    if settings.broker:
+        broker_addresses(settings.broker)
+    if settings.broker_kind not in BROKER_KINDS:
+        raise ValueError(f"broker kind {settings.broker_kind!r}: use one of "
+                         f"{', '.join(BROKER_KINDS)}")
     unknown = set(settings.providers) - set(PROVIDERS)
     if unknown:
         raise ValueError(f"unknown providers {sorted(unknown)}; known: {', '.join(PROVIDERS)}")

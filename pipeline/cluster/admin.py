@@ -51,13 +51,31 @@ def partitions_of(spec: TopicSpec, settings: Settings) -> int:
     return settings.partitions
 
 
+async def is_tansu(settings: Settings) -> bool:
+    """Is the cluster a Tansu broker? Kafka's metadata answer carries the cluster id, and
+    Tansu's is the one it was started with: `canonflow broker` (and every embedded broker)
+    says EMBEDDED_CLUSTER_ID, a Tansu started by hand says its default, TANSU_CLUSTER_ID
+    (another one: CANONFLOW_BROKER_KIND=tansu). Raises aiokafka's errors."""
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    from pipeline.cluster.broker import EMBEDDED_CLUSTER_ID, TANSU_CLUSTER_ID
+
+    admin = AIOKafkaAdminClient(**kafka_client_kwargs(settings))
+    try:
+        await admin.start()
+        cluster = await admin.describe_cluster()
+    finally:
+        await admin.close()
+    return cluster.get("cluster_id") in (EMBEDDED_CLUSTER_ID, TANSU_CLUSTER_ID)
+
+
 async def create_topics(settings: Settings) -> list[str]:
     """Create the missing catalog topics; returns the names created."""
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
     admin = AIOKafkaAdminClient(**kafka_client_kwargs(settings))
-    await admin.start()
     try:
+        await admin.start()
         existing = set(await admin.list_topics())
         new = [NewTopic(t.name, partitions_of(t, settings), settings.replication,
                         topic_configs=t.config())
@@ -75,9 +93,9 @@ async def check_topics(settings: Settings) -> list[Drift]:
     from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
     admin = AIOKafkaAdminClient(**kafka_client_kwargs(settings))
-    await admin.start()
     drift: list[Drift] = []
     try:
+        await admin.start()
         specs = wanted(settings)
         existing = set(await admin.list_topics())
         present = [t for t in specs if t.name in existing]

@@ -10,13 +10,25 @@ when the process exits.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
+from collections.abc import Callable
 from types import TracebackType
+
+#: The cluster id every embedded broker (`canonflow broker` included) is started with:
+#: workers see it in the cluster's metadata and take the embedded broker's settings
+#: (pipeline.worker.process.for_cluster), wherever the broker runs.
+EMBEDDED_CLUSTER_ID = "canonflow-embedded-tansu"
+#: Tansu's own default cluster id (a Tansu started by hand).
+TANSU_CLUSTER_ID = "tansu_cluster"
+#: prctl(2) option: the signal a child gets when the thread that forked it ends.
+_PR_SET_PDEATHSIG = 1
 
 
 class BrokerError(RuntimeError):
@@ -54,6 +66,41 @@ def stop_process(proc: subprocess.Popen[bytes], timeout: float) -> int:
     return proc.returncode
 
 
+def die_with_parent(sig: int = signal.SIGTERM) -> Callable[[], None] | None:
+    """A `preexec_fn` that makes a child get `sig` when its parent dies, however it dies
+    (kill -9 included), so that no broker or worker of ours outlives the command that
+    started it and keeps its port. Linux's PR_SET_PDEATHSIG (through libc's prctl); None
+    elsewhere, where a child outlives a killed parent.
+
+    The signal comes when the *thread* that started the child ends: start children
+    from a thread that lives as long as they should (the main thread, here)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up before the fork
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def arm() -> None:
+        prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before the signal was armed
+            os.kill(os.getpid(), sig)
+
+    return arm
+
+
+def port_in_use(host: str, port: int) -> bool:
+    """Does something listen on host:port already (or may we not bind it)?"""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
 def wait_for_port(host: str, port: int, timeout: float) -> None:
     """Block until host:port accepts a TCP connection. Raises BrokerError on timeout."""
     deadline = time.monotonic() + timeout
@@ -88,6 +135,12 @@ class EmbeddedBroker:
         return f"{self.host}:{self.port}"
 
     def start(self, timeout: float = 20.0) -> EmbeddedBroker:
+        """Start Tansu and wait until it accepts connections.
+
+        Raises BrokerError when the port is taken (whoever listens there would answer
+        for it), or when Tansu does not start: with the last line of its log."""
+        if port_in_use(self.host, self.port):
+            raise BrokerError(f"cannot listen on {self.host}:{self.port}: the port is in use")
         binary = tansu_binary()
         listener = f"tcp://{self.host}:{self.port}"
         if self.log_path is None:
@@ -100,18 +153,33 @@ class EmbeddedBroker:
         env.pop("STORAGE_ENGINE", None)
         self.proc = subprocess.Popen(
             [binary, "broker", "--listener-url", listener, "--advertised-listener-url", listener,
-             "--storage-engine", "memory://tansu/"],
+             "--storage-engine", "memory://tansu/", "--cluster-id", EMBEDDED_CLUSTER_ID],
             stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT, env=env,
             start_new_session=True,  # Ctrl-C in a terminal reaches us, and we stop it in order
+            preexec_fn=die_with_parent(),  # and our death, even by SIGKILL, reaches it
         )
         try:
             wait_for_port(self.host, self.port, timeout)
         except BrokerError:
             self.stop()
-            raise BrokerError(f"Tansu did not start; see {self.log_path}") from None
+            raise BrokerError(f"Tansu did not start ({self.last_words()})") from None
         if self.proc.poll() is not None:
-            raise BrokerError(f"Tansu exited with {self.proc.returncode}; see {self.log_path}")
+            status = self.proc.returncode
+            self.stop()
+            raise BrokerError(f"Tansu exited with status {status} ({self.last_words()})")
         return self
+
+    def last_words(self) -> str:
+        """The last line of Tansu's log (why it stopped), with where the log is."""
+        try:
+            with open(self.log_path or "", "rb") as fh:
+                fh.seek(max(0, os.fstat(fh.fileno()).st_size - 4096))
+                lines = [x for x in fh.read().decode("utf-8", "replace").splitlines()
+                         if x.strip()]
+        except OSError:
+            lines = []
+        last = " ".join(lines[-1].split())[:300] if lines else "its log is empty"
+        return f"{last}; log {self.log_path}"
 
     def stop(self, timeout: float = 5.0) -> None:
         proc, self.proc = self.proc, None

@@ -35,7 +35,7 @@ from typing import Any
 import msgspec
 
 from adapters import Line, MemorySpool, build, get, new_session, translate_record
-from pipeline.cluster.broker import EmbeddedBroker, stop_process
+from pipeline.cluster.broker import EmbeddedBroker, die_with_parent, stop_process
 from pipeline.settings import Settings
 from pipeline.tools.kafka_io import RawRecord
 from pipeline.tools.replay import parse_line
@@ -383,7 +383,8 @@ def _passthrough_process(kind: str, settings: Settings, src: str, dst: str,
     argv = ([sys.executable, "-c", _AIOKAFKA_CHILD, src, dst, str(n_records)]
             if kind == "aiokafka" else [sys.executable, "-m", "pipeline.tools.bench_faust", src, dst])
     return subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            preexec_fn=die_with_parent())  # a killed bench leaves none
 
 
 def _stop(proc: Any) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 from pipeline.cluster.admin import kafka_client_kwargs
 from pipeline.settings import Settings
-from pipeline.tools.replay import Format, iter_lines, parse_line
+from pipeline.tools.replay import Format, check_format, iter_lines, parse_line
 from topics.catalog import raw_topic
 from topics.records import HEADER_ORIGIN, HEADER_TIME
 
@@ -32,11 +32,14 @@ class RawRecord:
 def records_from_file(path: str, fmt: Format, batch: int = 1) -> list[RawRecord]:
     """The raw records for a file: up to `batch` consecutive lines of the same origin each.
 
-    Raises msgspec errors for a malformed capture line.
+    Raises msgspec errors for a malformed capture line, WrongFormat for a capture file
+    read as native messages.
     """
     out: list[RawRecord] = []
     with open(path, "rb") as fh:
-        for _, raw in iter_lines(fh):
+        for n, raw in iter_lines(fh):
+            if not out:
+                check_format(raw, fmt, n)
             line = parse_line(raw, fmt)
             last = out[-1] if out else None
             if (last is not None and batch > 1 and last.origin == line.origin
@@ -52,10 +55,13 @@ async def produce(settings: Settings, provider: str, session: str,
     """Send records to the provider's raw topic keyed by `session`; returns the count."""
     from aiokafka import AIOKafkaProducer
 
-    producer = AIOKafkaProducer(**kafka_client_kwargs(settings), acks="all")
-    await producer.start()
+    kw = kafka_client_kwargs(settings)
+    if settings.producer_max_batch_size:  # the embedded broker: exact offsets (--from-now)
+        kw["max_batch_size"] = settings.producer_max_batch_size
+    producer = AIOKafkaProducer(**kw, acks="all")
     n = 0
-    try:
+    try:  # a start that fails (no broker) closes what it opened too
+        await producer.start()
         topic, key = raw_topic(provider), session.encode()
         futures = []
         for r in records:
@@ -81,9 +87,9 @@ async def follow(settings: Settings, topics: list[str],
     consumer = AIOKafkaConsumer(*topics, **kafka_client_kwargs(settings), group_id=None,
                                 auto_offset_reset="earliest" if from_beginning else "latest",
                                 enable_auto_commit=False)
-    await consumer.start()
-    last = time.monotonic()
-    try:
+    try:  # a start that fails (no broker) closes what it opened too
+        await consumer.start()
+        last = time.monotonic()
         while True:
             now = time.monotonic()
             if deadline is not None and now > deadline:

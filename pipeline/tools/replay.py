@@ -37,6 +37,33 @@ def default_session_id(path: str) -> str:
     return name
 
 
+class WrongFormat(ValueError):
+    """A capture file read as native messages (the default `--format native`)."""
+
+
+class _Envelope(msgspec.Struct):
+    origin: str | None = None
+    msg: msgspec.Raw = msgspec.Raw(b"")
+
+
+_envelope = msgspec.json.Decoder(_Envelope)
+
+
+def check_format(raw: bytes, fmt: Format, line: int) -> None:
+    """Raises WrongFormat when `raw`, read as `fmt` "native", is a capture line (an object
+    with `origin` "agent" or "client" and `msg`): translated as a native message, every
+    line of the file would be a dead letter. No runtime's message has both at its top."""
+    if fmt != "native":
+        return
+    try:
+        env = _envelope.decode(raw)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return
+    if env.origin in ("agent", "client") and len(env.msg):
+        raise WrongFormat(f"line {line} is a capture line ({{\"origin\", \"msg\"}}): "
+                          "use --format capture")
+
+
 def parse_line(raw: bytes, fmt: Format) -> Line:
     """One input line as a Line. Raises msgspec errors for a bad capture envelope."""
     if fmt == "capture":
@@ -114,7 +141,9 @@ class ChatView:
 def replay(provider: str, inputs: Iterable[tuple[str, IO[bytes]]], out: IO[bytes],
            err: IO[bytes], *, fmt: Format = "native", session: str | None = None,
            include_raw: bool = False, view: View = "canonical") -> int:
-    """Replay every input; returns the number of dead letters written to `err`."""
+    """Replay every input; returns the number of dead letters written to `err`.
+
+    Raises WrongFormat for a capture file read as native messages (check_format)."""
     redactor = Redactor.from_env()
     rep = Replayer(provider, include_raw=include_raw, hold=redactor.hold)
     chat = ChatView() if view == "chat" else None
@@ -122,8 +151,14 @@ def replay(provider: str, inputs: Iterable[tuple[str, IO[bytes]]], out: IO[bytes
     dead_count = 0
     offset = 0  # one running position across files: a session may span several
     for path, stream in inputs:
+        first = offset
         sid = session or default_session_id(path)
-        for _, raw in iter_lines(stream):
+        for n, raw in iter_lines(stream):
+            if offset == first:  # a file's first line says its format
+                try:
+                    check_format(raw, fmt, n)
+                except WrongFormat as e:
+                    raise WrongFormat(f"{path}: {e}") from None
             offset += 1
             events, dead = rep.feed(sid, offset, raw, fmt)
             for ev in events:

@@ -849,13 +849,23 @@ async def topic_values(settings: Any, *, from_beginning: bool, idle_timeout: flo
         await consumer.stop()
 
 
+def _url(value: str | None) -> str | None:
+    """--endpoint checked when the command line is parsed (a usage error, no retries)."""
+    from pipeline.settings import http_url
+
+    try:
+        return value and http_url(value)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--endpoint") from None
+
+
 @click.command("otel-export")
 @click.option("--broker", "-b", envvar="CANONFLOW_BROKER", default=None,
               help="kafka://host:port to read agents.canonical from (env CANONFLOW_BROKER).")
 @click.option("--from-file", "from_file", type=click.Path(dir_okay=False, allow_dash=True),
               default=None, help="Read canonical events (JSON lines, e.g. `canonflow replay` "
                                  "output; - = stdin) instead of the topic.")
-@click.option("--endpoint", default=None,
+@click.option("--endpoint", default=None, callback=lambda ctx, param, value: _url(value),
               help="OTLP/HTTP base URL; spans go to <endpoint>/v1/traces (env "
                    "OTEL_EXPORTER_OTLP_ENDPOINT, or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as is; "
                    f"default {DEFAULT_ENDPOINT}).")

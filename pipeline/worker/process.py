@@ -6,13 +6,16 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import IO
 
-from pipeline.cluster.broker import EmbeddedBroker, stop_process
+from pipeline.cluster.broker import EmbeddedBroker, die_with_parent, stop_process
 from pipeline.settings import Settings, to_env
 
 #: Tansu's ListOffsets(latest) is exact only when every record is its own batch
@@ -48,9 +51,26 @@ def broker_for(settings: Settings, *, say: IO[str] = sys.stderr,
 def embedded_settings(settings: Settings, url: str) -> Settings:
     """Settings for a worker on the embedded broker at `url` (see the constants above)."""
     return settings.replace(
-        broker=url,
+        broker=url, broker_kind="tansu",
         producer_max_batch_size=settings.producer_max_batch_size or EMBEDDED_PRODUCER_BATCH,
         rebalance_timeout=min(settings.rebalance_timeout, EMBEDDED_REBALANCE_TIMEOUT))
+
+
+async def for_cluster(settings: Settings) -> Settings:
+    """`settings` for the cluster they point at: the embedded broker's (embedded_settings)
+    when it is Tansu, however it was started (`canonflow broker`, a test's fixture, a
+    Tansu of its own), else unchanged. `broker_kind` says what it is ("tansu", "kafka"),
+    or "auto": then the cluster's id says it (pipeline.cluster.admin.is_tansu).
+
+    Raises aiokafka's errors when the broker does not answer."""
+    from pipeline.cluster.admin import is_tansu
+
+    kind = settings.broker_kind
+    if kind == "auto":
+        kind = "tansu" if await is_tansu(settings) else "kafka"
+    if kind == "tansu":
+        return embedded_settings(settings, settings.broker)
+    return settings.replace(broker_kind=kind)
 
 
 def ensure_topics(settings: Settings) -> list[str]:
@@ -72,12 +92,13 @@ class Stopped(Exception):  # noqa: N818 - a way out, not an error
 
 def ensure_topics_waiting(settings: Settings, *,
                           say: Callable[[str], None] = lambda s: print(s, file=sys.stderr)
-                          ) -> list[str]:
+                          ) -> tuple[Settings, list[str]]:
     """Create the catalog's missing topics, waiting for the broker as long as it does not
     answer: a worker of a fleet may start before its cluster (or while it restarts).
     Each failed attempt is one line through `say` (what it waits for, the error, when it
     tries again), and attempts are CONNECT_FIRST_SECONDS apart, doubling up to
-    CONNECT_MAX_SECONDS. Returns the topics created.
+    CONNECT_MAX_SECONDS. Returns the settings for that cluster (for_cluster) and the
+    topics created.
 
     Raises Stopped when SIGINT or SIGTERM arrives meanwhile (at once, during an attempt
     or between two), and what the cluster answers that waiting cannot change (a refused
@@ -85,9 +106,15 @@ def ensure_topics_waiting(settings: Settings, *,
     return asyncio.run(_ensure_topics_waiting(settings, say))
 
 
-async def _ensure_topics_waiting(settings: Settings, say: Callable[[str], None]) -> list[str]:
+async def _prepare(settings: Settings) -> tuple[Settings, list[str]]:
     from pipeline.cluster.admin import create_topics
 
+    settings = await for_cluster(settings)
+    return settings, await create_topics(settings)
+
+
+async def _ensure_topics_waiting(settings: Settings, say: Callable[[str], None]
+                                 ) -> tuple[Settings, list[str]]:
     loop = asyncio.get_running_loop()
     stop: asyncio.Future[int] = loop.create_future()
     signals = (signal.SIGINT, signal.SIGTERM)
@@ -102,7 +129,7 @@ async def _ensure_topics_waiting(settings: Settings, say: Callable[[str], None])
         delay, attempt = CONNECT_FIRST_SECONDS, 0
         while True:
             attempt += 1
-            creating = asyncio.ensure_future(create_topics(settings))
+            creating = asyncio.ensure_future(_prepare(settings))
             await _until(creating, stop)
             try:
                 return creating.result()
@@ -141,15 +168,118 @@ def _unreachable(error: BaseException) -> bool:
     return isinstance(error, OSError | TimeoutError)
 
 
-def run_worker(settings: Settings) -> None:
-    """Run the Faust worker in the foreground until SIGINT/SIGTERM (returns then)."""
+#: Seconds between two log lines of the same shape (Repeats): during a broker outage
+#: aiokafka logs each failed connection, fetch and metadata update of each client, 2,779
+#: lines in 40 s measured, where one of each kind a minute says as much.
+REPEAT_SECONDS = 60.0
+#: Seconds the worker may take to stop after Ctrl-C before it exits anyway: with the
+#: broker down, Faust's orderly stop waited 61 s measured for clients that cannot close.
+#: Exiting then loses nothing (as SIGKILL: nothing undelivered was acknowledged).
+INTERRUPT_SECONDS = 5.0
+_VARYING = re.compile(r"0x[0-9a-fA-F]+|\d+")
+
+
+class Repeats(logging.Filter):
+    """Lets through one warning or error of each shape (logger, level, message with its
+    numbers left out: node ids, ports, addresses, times) per `every` seconds; the next
+    one through says how many were held back meanwhile. The shapes kept are bounded.
+    Info and debug records (a log level asked for) all pass."""
+
+    def __init__(self, every: float = REPEAT_SECONDS,
+                 clock: Callable[[], float] = time.monotonic, most: int = 1000):
+        super().__init__()
+        self.every, self.clock, self.most = every, clock, most
+        self.shapes: dict[tuple[str, int, str], list[float]] = {}  # -> [next time, held]
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING:  # asked for with CANONFLOW_LOG_LEVEL: all of it
+            return True
+        shape = (record.name, record.levelno, _VARYING.sub("#", record.getMessage()))
+        now = self.clock()
+        seen = self.shapes.get(shape)
+        if seen is not None and now < seen[0]:
+            seen[1] += 1
+            return False
+        if seen is None and len(self.shapes) >= self.most:
+            self.shapes = {k: v for k, v in self.shapes.items() if now < v[0]}
+            if len(self.shapes) >= self.most:
+                return True  # too many shapes to follow: let it through, keep nothing
+        if seen is not None and seen[1]:
+            record.msg = (f"{record.getMessage()} ({seen[1]:.0f} more like this in "
+                          f"{self.every:.0f} s)")
+            record.args = None
+        self.shapes[shape] = [now + self.every, 0]
+        return True
+
+
+#: The line `canonflow run` prints once, when the worker has its partitions, its tables
+#: recovered and its web server up (followed by the web address, or "no web server").
+READY = "canonflow: ready"
+
+
+def run_worker(settings: Settings, *, say: Callable[[str], None] = lambda s: print(
+        s, file=sys.stderr, flush=True)) -> int:
+    """Run the Faust worker in the foreground until SIGINT/SIGTERM; returns the exit
+    status (130 after SIGINT, as a shell reports Ctrl-C; 0 after SIGTERM). Says READY
+    through `say` once, when Faust's start is over."""
+    import warnings
+
     import faust
 
     from pipeline.worker.app import create_app
 
+    # pipeline.ops.web sets Faust's web options after the app is made but before its
+    # web server is (which it checks): the warning Faust gives for that is noise here.
+    warnings.filterwarnings("ignore", message=".*web_application_options")
     app = create_app(settings)
     worker = faust.Worker(app, loglevel=settings.log_level, quiet=True,
                           redirect_stdouts=False)
+    if not sys.stdout.isatty():  # Faust's spinner writes cursor codes whatever stdout is
+        worker.spinner = None
+    web = (f"http://{settings.web_host}:{settings.web_port}/health"
+           if settings.web_enabled else "no web server")
+    started = worker.on_startup_finished  # Faust's "the worker is running" callback
+    said: list[bool] = []
+
+    async def on_startup_finished() -> None:
+        await started()
+        if not said:
+            said.append(True)
+            say(f"{READY}: {web}")
+
+    worker.on_startup_finished = on_startup_finished  # type: ignore[method-assign]
+    root_logger_set = worker.on_setup_root_logger  # Faust's hook, once its handlers exist
+    repeats = Repeats()
+
+    def on_setup_root_logger(logger: logging.Logger, level: int) -> None:
+        root_logger_set(logger, level)
+        for handler in logger.handlers:
+            handler.addFilter(repeats)
+
+    worker.on_setup_root_logger = on_setup_root_logger  # type: ignore[method-assign]
+    interrupted: list[bool] = []
+    on_sigint = worker._on_sigint  # mode's handler: it stops the worker in order
+
+    def sigint() -> None:
+        if interrupted:  # a second Ctrl-C: at once
+            _exit_now("canonflow: stopped at a second Ctrl-C")
+        interrupted.append(True)
+        threading.excepthook = _thread_stopped
+        deadline = threading.Timer(INTERRUPT_SECONDS, _exit_now, [
+            f"canonflow: not stopped {INTERRUPT_SECONDS:.0f} s after Ctrl-C (the broker "
+            "unreachable?): exiting; nothing unpublished was acknowledged"])
+        deadline.daemon = True
+        deadline.start()
+        on_sigint()
+
+    worker._on_sigint = sigint  # type: ignore[method-assign]
+    on_sigterm = worker._on_sigterm
+
+    def sigterm() -> None:
+        threading.excepthook = _thread_stopped
+        on_sigterm()
+
+    worker._on_sigterm = sigterm  # type: ignore[method-assign]
     # Measured: aiokafka and faust log at debug level on every send, and with the
     # root logger left at DEBUG each call built a LogRecord that was then dropped.
     level = logging.getLevelName(settings.log_level.upper())
@@ -160,6 +290,23 @@ def run_worker(settings: Settings) -> None:
     except SystemExit as e:
         if e.code not in (0, None):
             raise
+    return 130 if interrupted else 0
+
+
+def _thread_stopped(args: threading.ExceptHookArgs) -> None:
+    """Once the worker stops, a thread that ends with an error (Faust's consumer thread,
+    its broker gone) is one line, not a traceback: the stop goes on regardless."""
+    error = f"{args.exc_type.__name__}: {args.exc_value}".rstrip(": ")
+    name = args.thread.name if args.thread is not None else "a thread"
+    print(f"canonflow: while stopping, {name} ended with {' '.join(error.split())[:300]}",
+          file=sys.stderr, flush=True)
+
+
+def _exit_now(why: str) -> None:
+    """Leave at once with the Ctrl-C status, as SIGKILL would (nothing is lost: the
+    records of an undelivered batch were not acknowledged, and are read again)."""
+    print(why, file=sys.stderr, flush=True)
+    os._exit(130)
 
 
 class WorkerProcess:
@@ -179,7 +326,8 @@ class WorkerProcess:
         out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
         self.proc = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "run"],
                                      stdin=subprocess.DEVNULL, stdout=out,
-                                     stderr=subprocess.STDOUT, env=env)
+                                     stderr=subprocess.STDOUT, env=env,
+                                     preexec_fn=die_with_parent())  # no orphan worker
         if out is not subprocess.DEVNULL:
             out.close()
         return self
