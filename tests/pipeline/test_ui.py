@@ -450,6 +450,8 @@ def test_the_page_highlights_a_pending_approval_until_it_is_resolved(settings, u
         assert "Approval needed" in pending.inner_text()
         assert "touch fixture-approval.txt" in pending.locator(".approval-detail").inner_text()
         # in words, not the runtime's names, and before the tool call it gates
+        assert page.locator("#chat .tool.awaiting .tool-status").inner_text() == \
+            "waiting for approval"
         what = pending.locator(".approval-what").inner_text()
         assert what == "The agent asks to run a command (Bash)"
         assert "command_execution_approval" not in pending.inner_text()

@@ -507,7 +507,10 @@ const RENDER = {
       current.items.set(key, card);
       if (r.tool_use_id) {
         card.dataset.toolUseId = r.tool_use_id;
-        if (tool) tool.classList.add("awaiting");
+        if (tool && r.state === "opened" && !tool.classList.contains("finished")) {
+          tool.classList.add("awaiting");
+          tool.querySelector(".tool-status").textContent = "waiting for approval";
+        }
       }
     }
     if (r.state === "opened") {
@@ -524,7 +527,12 @@ const RENDER = {
     card.classList.add(outcome ? (outcome.allowed ? "allowed" : "denied") : "unknown");
     const toolId = card.dataset.toolUseId;
     const tool = toolId ? current.items.get("tool:" + toolId) : null;
-    if (tool) tool.classList.remove("awaiting");
+    if (tool && tool.classList.contains("awaiting")) {
+      tool.classList.remove("awaiting");
+      if (!tool.classList.contains("finished")) {
+        tool.querySelector(".tool-status").textContent = "running…";
+      }
+    }
     if (outcome && !outcome.allowed && toolId) {
       current.denied.add(toolId);
       if (tool) markDenied(tool);
