@@ -38,7 +38,7 @@ from pipeline.views.otel import (
     traces_url,
     turn_span_id,
 )
-from tests.pipeline.conftest import read_topic
+from tests.pipeline.conftest import read_topic, timed
 from topics.catalog import CANONICAL_TOPIC
 
 TESTS = Path(__file__).resolve().parents[1]
@@ -138,17 +138,8 @@ def attrs(span_or_event: Any) -> dict[str, Any]:
     return out
 
 
-#: The capture time given to the first line of a capture that has none (ms).
-T0_MS = 1764441800000
-
-
-def timed(path: Path, out: Path) -> Path:
-    """A copy of a capture whose lines have none with a capture time (`t`) each, 100 ms
-    apart: spans are dated by their events, and undated events make none."""
-    lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    out.write_text("".join(json.dumps({"t": T0_MS + 100 * i, **line}) + "\n"
-                           for i, line in enumerate(lines)))
-    return out
+#: A record time (ms) for events that have none of their own.
+T0_MS = 1_764_000_000_000
 
 
 def replay(provider: str, path: Path, out: Path, *, session: str | None = None,
@@ -157,7 +148,7 @@ def replay(provider: str, path: Path, out: Path, *, session: str | None = None,
     `stamp`, when it has none), written to `out`."""
     if stamp and '"t":' not in path.read_text():
         (out.parent / "timed").mkdir(exist_ok=True)
-        path = timed(path, out.parent / "timed" / path.name)  # the name gives the session
+        path = timed(path, out.parent / "timed")  # the same name: it gives the session
     args = [*CLI, "replay", "-p", provider, "--format", "capture", str(path)]
     if session:
         args += ["--session", session]
@@ -211,8 +202,8 @@ def test_codex_app_server_turn_is_an_invoke_agent_span_with_its_tool_call_as_a_c
     assert t["canonflow.turn.state"] == "completed" and "error.type" not in t
     assert turn.kind == Span.SPAN_KIND_CLIENT
     assert turn.status.code == Status.STATUS_CODE_UNSET and turn.parent_span_id == b""
-    # dated by the capture's times (the first turn event is its 11th line)
-    assert turn.start_time_unix_nano > T0_MS * 10**6
+    # dated by the capture's times (`timed` gives its lines), not the epoch
+    assert turn.start_time_unix_nano > 1_764_000_000_000 * 10**6
 
     a = attrs(tool)
     assert a["gen_ai.operation.name"] == "execute_tool"
