@@ -61,7 +61,8 @@ BAD = [RawRecord(b"{not json", "agent", None),
 #: Panels that must show data after the flow, the issue's core views
 CORE = ("Native messages in", "Canonical events out", "Records delivered, by topic",
         "End-to-end lag (event time to delivery)", "Active sessions", "Table entries",
-        "Broker reachable", "Turns", "Tool calls (top 10)", "Approvals")
+        "Broker reachable", "Turns", "Tool calls (top 10)", "Approvals",
+        "Worker memory (resident)")
 
 
 @pytest.fixture
@@ -230,6 +231,8 @@ def test_every_dashboard_query_runs_in_prometheus_and_the_core_panels_show_data(
     assert {"requested", "resolved"} <= names("Approvals")
     [broker_up] = [s for r in ev.for_panel("Broker reachable") for s in r.series]
     assert broker_up.points[-1][1] == 1
+    [rss] = [s for r in ev.for_panel("Worker memory (resident)") for s in r.series]
+    assert 10 * 2**20 < rss.points[-1][1] < 2 * 2**30  # a worker's resident bytes
 
     # a query Prometheus cannot parse is reported as such (the check above can fail)
     broken = {"panels": [{"id": 1, "type": "stat", "title": "broken", "gridPos": {},
