@@ -38,6 +38,7 @@ importing this module (as the CLI does) stays cheap and starts nothing.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import json
 import time
@@ -347,7 +348,8 @@ async def probe_broker(bootstrap: str, probe: BrokerProbe, *, interval: float = 
     """Try a TCP connection to the bootstrap addresses (host:port,...) every `interval`
     seconds until cancelled, and record the outcome in `probe`. A connection is enough:
     the question is only whether the broker is there, and the consumer (which does the
-    real work) retries by itself without saying so."""
+    real work) retries by itself without saying so. It sends nothing (no TLS handshake,
+    no Kafka request), so all a broker sees is a connection opened and closed."""
     addresses = [a.rpartition(":") for a in bootstrap.split(",") if a]
     while True:
         error = "no bootstrap address"
@@ -359,6 +361,8 @@ async def probe_broker(bootstrap: str, probe: BrokerProbe, *, interval: float = 
                 error = f"{host}:{port}: {type(e).__name__}: {e}".rstrip(": ")
                 continue
             writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
             error = ""
             break
         probe.reachable, probe.error = not error, error or None
