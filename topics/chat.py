@@ -8,7 +8,8 @@ the shape. Tags: user, text, reasoning, tool_use, tool_result, approval, questio
 error, done.
 
 Evolution as on agents.canonical: a new record type or field never changes an old one
-(`user` and the `outcome` fields came later; `decision` keeps the runtime's own word).
+(`user` and the `outcome` fields came later; `decision` keeps the runtime's own word;
+the tool records' `paths` and `diff` later still).
 """
 
 from __future__ import annotations
@@ -65,23 +66,31 @@ class ChatReasoning(_Chat, tag="reasoning", frozen=True, kw_only=True):
 
 
 class ChatToolUse(_Chat, tag="tool_use", frozen=True, kw_only=True):
-    """A tool call, with its normalised name (Bash, Read, Edit, ..., mcp__server__tool)."""
+    """A tool call, with its normalised name (Bash, Read, Edit, ..., mcp__server__tool),
+    and for a file change the files it touches (`paths`) and the unified `diff` the
+    call proposes, as the canonical item normalises them (null when it has none)."""
 
     tool_use_id: str
     name: str
     input: Any
     parent_tool_use_id: str | None = None
     ui_resource_uri: str | None = None
+    paths: list[str] | None = None
+    diff: str | None = None
 
 
 class ChatToolResult(_Chat, tag="tool_result", frozen=True, kw_only=True):
-    """The tool's whole output, once, when it completes."""
+    """The tool's whole output, once, when it completes; for a file change, its `paths`
+    and the `diff` of what was done (against the file when the runtime said it, so it
+    may differ from the tool_use's proposal), null when the completion has none."""
 
     tool_use_id: str
     content: str
     is_error: bool
     parent_tool_use_id: str | None = None
     ui_resource_uri: str | None = None
+    paths: list[str] | None = None
+    diff: str | None = None
 
 
 class ChatApproval(_Chat, tag="approval", frozen=True, kw_only=True):

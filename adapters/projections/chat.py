@@ -151,6 +151,11 @@ def project(state: ChatState, ev: Any, out: _Out) -> ChatState:
     return handler(state, ev, out) if handler else state
 
 
+def _change(p: Any) -> dict[str, Any]:
+    """A tool item's normalised file change (`paths`, `diff`), as the chat shows it."""
+    return {"paths": _v(p.paths), "diff": _v(p.diff)}
+
+
 def _on_item_started(state: ChatState, ev: Any, out: _Out) -> ChatState:
     p, item = ev.payload, ev.itemId
     if p.itemType in ("assistant_message", "reasoning"):
@@ -162,7 +167,7 @@ def _on_item_started(state: ChatState, ev: Any, out: _Out) -> ChatState:
         tool = OpenTool(_tool_use_id(ev), _v(p.toolName) or p.itemType)
         if _has_input(p.input):
             out.add(ChatToolUse, tool_use_id=tool.tool_use_id, name=tool.name, input=p.input,
-                    parent_tool_use_id=_parent(state, ev))
+                    parent_tool_use_id=_parent(state, ev), **_change(p))
             tool = replace(tool, shown=True)
         return replace(state, tools={**state.tools, item: tool})
     return state
@@ -177,7 +182,7 @@ def _on_item_updated(state: ChatState, ev: Any, out: _Out) -> ChatState:
         if not tool.shown and _has_input(p.input):
             name = _v(p.toolName) or tool.name
             out.add(ChatToolUse, tool_use_id=tool.tool_use_id, name=name, input=p.input,
-                    parent_tool_use_id=_parent(state, ev))
+                    parent_tool_use_id=_parent(state, ev), **_change(p))
             return replace(state, tools={**state.tools, item: OpenTool(tool.tool_use_id, name,
                                                                        True)})
         return state
@@ -201,10 +206,11 @@ def _on_item_completed(state: ChatState, ev: Any, out: _Out) -> ChatState:
         parent = _parent(state, ev)
         if not tool.shown:
             out.add(ChatToolUse, tool_use_id=tool.tool_use_id, name=_v(p.toolName) or tool.name,
-                    input=_v(p.input) if _has_input(p.input) else {}, parent_tool_use_id=parent)
+                    input=_v(p.input) if _has_input(p.input) else {}, parent_tool_use_id=parent,
+                    **_change(p))
         is_error = p.isError if p.isError is not UNSET else p.status in ("failed", "declined")
         out.add(ChatToolResult, tool_use_id=tool.tool_use_id, content=_v(p.output) or "",
-                is_error=bool(is_error), parent_tool_use_id=parent)
+                is_error=bool(is_error), parent_tool_use_id=parent, **_change(p))
         tools = dict(state.tools)
         tools.pop(item, None)
         return replace(state, tools=tools)

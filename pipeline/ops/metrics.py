@@ -5,6 +5,18 @@ Why not prometheus-client: the agents count per batch into plain dicts (a few di
 increments per batch, one per output record for the by-type counts), and the scrape
 renders those dicts; nothing here takes a lock or allocates per message. The text
 format (version 0.0.4) is small enough to write by hand, and the tests parse it.
+Measured against prometheus-client 0.26.0 with cached children (`labels()` called
+once, outside the loop), timeit, one run on the 2-core CI machine (shared):
+incrementing a labelled counter 460 ns here against 1,364 ns (its child takes a lock
+per increment); rendering 2,000 counter series and 200 histogram series (14 buckets)
+10.7 ms here against 154 ms (`generate_latest`). prometheus-client has no cap on a
+metric's label sets either (see below).
+
+The standard process metrics (`process_cpu_seconds_total`, `process_resident_memory_bytes`,
+`process_virtual_memory_bytes`, `process_open_fds`, `process_max_fds`,
+`process_start_time_seconds`, with prometheus-client's names and meaning) are read
+from /proc at each scrape (`add_process_metrics`), so the memory a worker holds can be
+watched against the bound the README promises; where there is no /proc they are absent.
 
 Label values that come from the input (native types, tool names, models) are capped
 per metric (`MAX_SERIES` label sets, gauges computed at scrape time included); past
@@ -24,6 +36,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import os
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -292,6 +305,93 @@ class FoldCounter(Metric):
 
 
 # ---------------------------------------------------------------------------
+# The standard process metrics, from /proc
+# ---------------------------------------------------------------------------
+
+
+def _boot_time() -> float:
+    with open("/proc/stat", "rb") as f:
+        for line in f:
+            if line.startswith(b"btime "):
+                return float(line.split()[1])
+    raise OSError("no btime in /proc/stat")
+
+
+def process_stats(pid: str = "self") -> dict[str, float]:
+    """The process_* values of a process, read from /proc/<pid>: CPU seconds (user +
+    system), resident and virtual memory bytes, open and maximum file descriptors,
+    start time (Unix seconds). Raises OSError where there is no /proc."""
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        stat = f.read()
+    # the command name (field 2) may hold spaces and parentheses: split after its end
+    fields = stat[stat.rfind(b")") + 2:].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    # fields[0] is field 3 (state): utime 14, stime 15, starttime 22, vsize 23, rss 24
+    values = {
+        "cpu": (int(fields[11]) + int(fields[12])) / ticks,
+        "start": _boot_time() + int(fields[19]) / ticks,
+        "virtual": float(fields[20]),
+        "resident": float(int(fields[21]) * os.sysconf("SC_PAGE_SIZE")),
+        "open_fds": float(len(os.listdir(f"/proc/{pid}/fd"))),
+    }
+    with open(f"/proc/{pid}/limits", "rb") as f:
+        for line in f:
+            if line.startswith(b"Max open files"):
+                soft = line.split()[3]
+                values["max_fds"] = float(soft) if soft.isdigit() else math.inf
+    return values
+
+
+class ProcessMetric(Metric):
+    """One process_* metric, read from /proc at scrape time. The metrics of one
+    registry share one read per scrape (keyed on `Registry.scrapes`)."""
+
+    def __init__(self, name: str, help: str, kind: str, key: str, source: _ProcessSource):
+        super().__init__(name, help)
+        self.kind, self.key, self.source = kind, key, source
+
+    def samples(self) -> Iterable[str]:
+        value = self.source.read().get(self.key)
+        return [] if value is None else [f"{self.name} {_num(value)}"]
+
+
+class _ProcessSource:
+    def __init__(self, registry: Registry):
+        self.registry = registry
+        self.scrape = -1
+        self.values: dict[str, float] = {}
+
+    def read(self) -> dict[str, float]:
+        if self.scrape != self.registry.scrapes:
+            self.scrape = self.registry.scrapes
+            try:
+                self.values = process_stats()
+            except (OSError, ValueError, IndexError):
+                self.values = {}  # no /proc here: the metrics are left without samples
+        return self.values
+
+
+#: (name, help, kind, key of process_stats) of each standard process metric.
+PROCESS_METRICS = (
+    ("process_cpu_seconds_total", "Total user and system CPU time spent in seconds.",
+     "counter", "cpu"),
+    ("process_virtual_memory_bytes", "Virtual memory size in bytes.", "gauge", "virtual"),
+    ("process_resident_memory_bytes", "Resident memory size in bytes.", "gauge", "resident"),
+    ("process_start_time_seconds", "Start time of the process since unix epoch in seconds.",
+     "gauge", "start"),
+    ("process_open_fds", "Number of open file descriptors.", "gauge", "open_fds"),
+    ("process_max_fds", "Maximum number of open file descriptors.", "gauge", "max_fds"),
+)
+
+
+def add_process_metrics(registry: Registry) -> None:
+    """Register the standard process_* metrics of this process on `registry`."""
+    source = _ProcessSource(registry)
+    for name, help, kind, key in PROCESS_METRICS:
+        registry.add(ProcessMetric(name, help, kind, key, source))
+
+
+# ---------------------------------------------------------------------------
 # What the agents count
 # ---------------------------------------------------------------------------
 
@@ -434,6 +534,7 @@ class WorkerMetrics:
         self.up_since = r.add(Gauge(
             "canonflow_start_timestamp_seconds", "Unix time the worker started."))
         self.series_folded = r.add(FoldCounter(r))
+        add_process_metrics(r)
         self.up_since.set((), time.time())
         #: session keys with an open turn, per provider (see `normalized`)
         self.turns_open: dict[str, set[bytes]] = {}

@@ -13,6 +13,10 @@ fleet tables'; topics.catalog.changelog_topics, for the default app id) are decl
 too, with the same configuration the worker gives them (compacted, an explicit
 max.message.bytes). Faust's `<app id>-__assignor-__leader` topic is left to the worker.
 
+The resources are `kafka.strimzi.io/v1`, the API Strimzi 0.49 introduced and the only
+one Strimzi 1.0 serves; `--api-version v1beta2` writes them for an operator older than
+0.49 (a KafkaTopic is the same in both). Strimzi 0.46 and later run Kafka 4.x only.
+
 The YAML is written here by hand (no YAML library at run time): a string is plain
 when it cannot be read as anything else (a number, a boolean, null), otherwise a
 JSON string, which is a valid YAML double-quoted scalar.
@@ -27,7 +31,9 @@ import click
 
 from topics.catalog import CATALOG, TopicSpec, changelog_topics
 
-STRIMZI_API_VERSION = "kafka.strimzi.io/v1beta2"
+#: The Strimzi API versions a KafkaTopic can be written in, by option value.
+STRIMZI_API_VERSIONS = {"v1": "kafka.strimzi.io/v1", "v1beta2": "kafka.strimzi.io/v1beta2"}
+DEFAULT_API_VERSION = "v1"
 #: The name of the Strimzi `Kafka` resource the topics belong to, unless told.
 DEFAULT_CLUSTER = "canonflow"
 #: The workers' app id (CANONFLOW_APP_ID) whose table changelogs the manifests declare.
@@ -56,13 +62,18 @@ def resource_name(topic_name: str) -> str:
     return name
 
 
-def strimzi_topics(partitions: int, replication: int, cluster: str) -> list[dict[str, object]]:
-    """One `KafkaTopic` resource (as a dict) per catalog topic, in catalog order.
+def strimzi_topics(partitions: int, replication: int, cluster: str,
+                   api_version: str = DEFAULT_API_VERSION) -> list[dict[str, object]]:
+    """One `KafkaTopic` resource (as a dict) per catalog topic, in catalog order, in
+    `api_version` (a key of STRIMZI_API_VERSIONS).
 
     Raises ValueError for a partition count or replication factor below 1, a
-    cluster name that is not a valid label value, or two topics that map to the
-    same Kubernetes name.
+    cluster name that is not a valid label value, an unknown API version, or two
+    topics that map to the same Kubernetes name.
     """
+    if api_version not in STRIMZI_API_VERSIONS:
+        raise ValueError(f"Strimzi API version {api_version!r} is not one of "
+                         f"{', '.join(STRIMZI_API_VERSIONS)}")
     if partitions < 1 or replication < 1:
         raise ValueError(f"partitions ({partitions}) and replication ({replication}) must be >= 1")
     if not cluster or len(cluster) > 63 or not _LABEL_VALUE.fullmatch(cluster):
@@ -74,14 +85,15 @@ def strimzi_topics(partitions: int, replication: int, cluster: str) -> list[dict
         if name in seen:
             raise ValueError(f"topics {seen[name]!r} and {spec.name!r} both map to {name!r}")
         seen[name] = spec.name
-        resources.append(_kafka_topic(spec, name, partitions, replication, cluster))
+        resources.append(_kafka_topic(spec, name, partitions, replication, cluster,
+                                      STRIMZI_API_VERSIONS[api_version]))
     return resources
 
 
 def _kafka_topic(spec: TopicSpec, name: str, partitions: int, replication: int,
-                 cluster: str) -> dict[str, object]:
+                 cluster: str, api_version: str) -> dict[str, object]:
     return {
-        "apiVersion": STRIMZI_API_VERSION,
+        "apiVersion": api_version,
         "kind": "KafkaTopic",
         "metadata": {
             "name": name,
@@ -105,23 +117,29 @@ def _kafka_topic(spec: TopicSpec, name: str, partitions: int, replication: int,
     }
 
 
-def command_line(partitions: int, replication: int, cluster: str) -> str:
+def command_line(partitions: int, replication: int, cluster: str,
+                 api_version: str = DEFAULT_API_VERSION) -> str:
     """The `canonflow` command that prints these manifests (written into their header)."""
-    return (f"canonflow topics manifest --format strimzi --partitions {partitions} "
+    line = (f"canonflow topics manifest --format strimzi --partitions {partitions} "
             f"--replication {replication} --cluster {cluster}")
+    return line if api_version == DEFAULT_API_VERSION else f"{line} --api-version {api_version}"
 
 
-def strimzi_manifests(partitions: int, replication: int, cluster: str) -> str:
+def strimzi_manifests(partitions: int, replication: int, cluster: str,
+                      api_version: str = DEFAULT_API_VERSION) -> str:
     """Strimzi `KafkaTopic` resources for every catalog topic, as a multi-document YAML text.
 
     The text opens with a comment naming the command that regenerates it.
     Raises ValueError as `strimzi_topics` does.
     """
-    resources = strimzi_topics(partitions, replication, cluster)
+    resources = strimzi_topics(partitions, replication, cluster, api_version)
     lines = [
         "# Strimzi KafkaTopic resources for the canonflow topic catalog (topics/catalog.py).",
+        f"# {STRIMZI_API_VERSIONS[api_version]}: Strimzi "
+        + ("0.49 or later (Kafka 4.x)." if api_version == "v1" else
+           "0.51 or earlier (not served by Strimzi 1.0)."),
         "# Generated; do not edit. Regenerate with:",
-        f"#   {command_line(partitions, replication, cluster)}",
+        f"#   {command_line(partitions, replication, cluster, api_version)}",
     ]
     for resource in resources:
         lines.append("---")
@@ -165,7 +183,11 @@ def _default(field: str) -> int:
 
 @click.command("manifest")
 @click.option("--format", "fmt", type=click.Choice(["strimzi"]), default="strimzi",
-              show_default=True, help="strimzi: KafkaTopic resources (kafka.strimzi.io/v1beta2).")
+              show_default=True, help="strimzi: KafkaTopic resources.")
+@click.option("--api-version", type=click.Choice(list(STRIMZI_API_VERSIONS)),
+              default=DEFAULT_API_VERSION, show_default=True,
+              help="kafka.strimzi.io API version: v1 for Strimzi 0.49 and later (the only "
+                   "one Strimzi 1.0 serves), v1beta2 for an older operator.")
 @click.option("--partitions", type=click.IntRange(min=1), default=None,
               help="Partitions of every topic (env CANONFLOW_PARTITIONS, default 12). Must "
                    "equal the workers' CANONFLOW_PARTITIONS.")
@@ -176,12 +198,13 @@ def _default(field: str) -> int:
               help="Name of the Strimzi Kafka resource (the strimzi.io/cluster label).")
 @click.option("--output", "-o", type=click.Path(dir_okay=False), default=None,
               help="Write to this file instead of stdout.")
-def topics_manifest(fmt: str, partitions: int | None, replication: int | None, cluster: str,
-                    output: str | None) -> None:
+def topics_manifest(fmt: str, api_version: str, partitions: int | None,
+                    replication: int | None, cluster: str, output: str | None) -> None:
     """Print the topic catalog as Kubernetes resources for a topic operator."""
     try:
         text = strimzi_manifests(partitions or _default("partitions"),
-                                 replication or _default("replication"), cluster)
+                                 replication or _default("replication"), cluster,
+                                 api_version)
     except ValueError as e:
         raise click.UsageError(str(e)) from None
     if output:

@@ -17,15 +17,19 @@ Two halves:
   span ids are hashes of canonical ids (trace = session + turn, turn span = session +
   turn, tool span = session + item) and times come from `createdAt`, so the same
   events always give byte-identical spans, and a re-export after a crash gives the same
-  ids (backends keyed by span id see duplicates, not new spans).
-* `export_events` and the `otel_export` click command: the I/O. Batches spans, POSTs
-  them with retry and backoff, logs and skips a bad event instead of stopping.
+  ids (backends keyed by span id see duplicates, not new spans). An event replayed
+  from input without capture times has `createdAt` at the epoch: its record's
+  timestamp is used when it came from the topic, and a file of such events is refused
+  (`NoEventTime`) rather than exported as spans of 1970.
+* `export_events` and the `otel_export` click command: the I/O. Batches spans, hands
+  them to the official OTLP/HTTP exporter of the OpenTelemetry SDK (so the standard
+  OTEL_EXPORTER_OTLP_* settings work), logs and skips a bad event instead of stopping.
 
 Token usage is the turn.completed `tokens` (topics.usage.TokenUsage: each adapter applies
 its runtime's rule once), whose `input` already includes cached input, as the OTel rule
 for gen_ai.usage.input_tokens asks; the runtime's own `usage` is never read here.
 
-Heavy imports (protobuf, aiohttp, aiokafka) happen inside the functions that use them.
+Heavy imports (the OpenTelemetry SDK, aiokafka) happen inside the functions that use them.
 """
 
 from __future__ import annotations
@@ -53,16 +57,36 @@ log = logging.getLogger("canonflow.otel")
 DEFAULT_ENDPOINT = "http://127.0.0.1:4318"
 TRACES_PATH = "/v1/traces"
 SCOPE_NAME = "canonflow.otel"
+#: The semantic conventions the attributes follow: 1.41.0 is the last release of
+#: opentelemetry/semantic-conventions that held the GenAI conventions (with
+#: gen_ai.provider.name and the cache token counts; gen_ai.system is gone).
+SCHEMA_URL = "https://opentelemetry.io/schemas/1.41.0"
 
 # OTLP enums (opentelemetry/proto/trace/v1/trace.proto), so the pure half needs no protobuf.
 KIND_INTERNAL, KIND_CLIENT = 1, 3
 STATUS_UNSET, STATUS_OK, STATUS_ERROR = 0, 1, 2
 
 #: gen_ai.provider.name for a runtime whose model vendor is fixed (well-known values
-#: MUST be used when one applies: its registry entry's `vendor`); other runtimes name
-#: their provider in the model ("anthropic/claude-haiku-4-5") or are reported under
-#: their canonflow id.
+#: MUST be used when one applies: its registry entry's `vendor`); other runtimes (ACP,
+#: Amp, OpenCode) name the provider in the model ("anthropic/claude-haiku-4-5") or by
+#: the model's family (MODEL_FAMILIES).
 PROVIDER_NAMES = {r.id: r.vendor for r in RUNTIMES if r.vendor is not None}
+#: A `provider/model` prefix as models.dev and OpenCode spell it -> the well-known
+#: gen_ai.provider.name value; a prefix not listed is used as it is.
+PROVIDER_PREFIXES = {
+    "google": "gcp.gemini", "google-vertex": "gcp.vertex_ai", "vertex": "gcp.vertex_ai",
+    "xai": "x_ai", "mistral": "mistral_ai", "amazon-bedrock": "aws.bedrock",
+    "bedrock": "aws.bedrock", "azure": "azure.ai.openai",
+}
+#: The start of a bare model name -> its vendor, for a model without a prefix.
+MODEL_FAMILIES = (
+    ("claude", "anthropic"), ("gpt", "openai"), ("o1", "openai"), ("o3", "openai"),
+    ("o4", "openai"), ("codex", "openai"), ("gemini", "gcp.gemini"), ("grok", "x_ai"),
+    ("mistral", "mistral_ai"), ("codestral", "mistral_ai"), ("devstral", "mistral_ai"),
+    ("deepseek", "deepseek"), ("command", "cohere"), ("sonar", "perplexity"),
+)
+#: gen_ai.provider.name when nothing names the provider (the conventions' value).
+OTHER_PROVIDER = "_OTHER"
 #: gen_ai.tool.type: `extension` for tools the agent calls out to, `function` otherwise.
 EXTENSION_ITEM_TYPES = frozenset({"mcp_tool_call", "web_search"})
 #: Cap on a content attribute (tool arguments / result) when content capture is on.
@@ -75,6 +99,11 @@ AttrValue = str | bool | int | float | tuple[str, ...]
 
 class BadEvent(ValueError):
     """An event without the envelope a span needs (type, sessionId, createdAt)."""
+
+
+class NoEventTime(ValueError):
+    """An event whose `createdAt` is the epoch (its input had no capture times) and no
+    record timestamp to use instead: spans dated 1970 would be wrong, so none are made."""
 
 
 class SpanEvent(msgspec.Struct, frozen=True, kw_only=True):
@@ -154,15 +183,21 @@ def turn_tokens(completed: Mapping[str, Any]) -> TokenUsage | None:
 
 
 def provider_name(provider: str, model: str | None, configured: str | None = None) -> str:
-    """gen_ai.provider.name: the configured model provider (Codex's `modelProvider`), the
-    runtime's vendor, the prefix of a `vendor/model` name, else the canonflow provider id."""
+    """gen_ai.provider.name, the model's provider (never the agent runtime's id): the
+    configured model provider (Codex's `modelProvider`), the runtime's vendor, the
+    prefix of a `vendor/model` name, the family of a bare model name, else `_OTHER`."""
     if configured:
         return configured
     if provider in PROVIDER_NAMES:
         return PROVIDER_NAMES[provider]
     if model and "/" in model:
-        return model.split("/", 1)[0]
-    return provider
+        prefix = model.split("/", 1)[0].lower()
+        return PROVIDER_PREFIXES.get(prefix, prefix)
+    name = (model or "").lower()
+    for family, vendor in MODEL_FAMILIES:
+        if name.startswith(family):
+            return vendor
+    return OTHER_PROVIDER
 
 
 # ---- the pure builder -------------------------------------------------------------
@@ -239,10 +274,13 @@ class SpanBuilder:
 
     # -- entry points
 
-    def feed(self, event: Mapping[str, Any]) -> list[Span]:
+    def feed(self, event: Mapping[str, Any], record_ms: int | None = None) -> list[Span]:
         """Apply one canonical event (decoded JSON); returns the spans it finished.
 
-        Raises BadEvent when the event lacks type, sessionId or a valid createdAt.
+        `record_ms` is the timestamp of the Kafka record that carried the event: its
+        time when `createdAt` is the epoch (input replayed without capture times).
+        Raises BadEvent when the event lacks type, sessionId or a valid createdAt, and
+        NoEventTime when its createdAt is the epoch and there is no `record_ms`.
         """
         if not isinstance(event, Mapping):
             raise BadEvent(f"an event is a JSON object, not {type(event).__name__}")
@@ -250,6 +288,12 @@ class SpanBuilder:
         if etype is None or sid is None:
             raise BadEvent("an event needs a type and a sessionId")
         now = unix_nanos(event.get("createdAt"))  # type: ignore[arg-type]
+        if now <= 0:
+            if not record_ms or record_ms <= 0:
+                raise NoEventTime(
+                    f"event {event.get('seq', '?')} of session {sid} has createdAt "
+                    f"{event.get('createdAt')} (its input had no capture times)")
+            now = record_ms * 1_000_000
         payload = event.get("payload")
         payload = payload if isinstance(payload, Mapping) else {}
         session = self._session(sid, _str(event.get("provider")) or "unknown")
@@ -305,7 +349,6 @@ class SpanBuilder:
         attrs: list[tuple[str, AttrValue]] = [
             ("gen_ai.operation.name", "invoke_agent"),
             ("gen_ai.provider.name", vendor),
-            ("gen_ai.system", vendor),  # the pre-1.37 name, for older backends
             ("gen_ai.agent.name", session.provider),
             ("gen_ai.conversation.id", sid),
         ]
@@ -569,28 +612,7 @@ def build_spans(events: Iterable[Mapping[str, Any]], *, capture_content: bool = 
     return out
 
 
-# ---- OTLP protobuf ------------------------------------------------------------
-
-
-def _any_value(v: AttrValue, into: Any) -> None:
-    if isinstance(v, bool):
-        into.bool_value = v
-    elif isinstance(v, int):
-        into.int_value = v
-    elif isinstance(v, float):
-        into.double_value = v
-    elif isinstance(v, tuple):
-        for item in v:
-            _any_value(item, into.array_value.values.add())
-    else:
-        into.string_value = v
-
-
-def _key_values(attrs: Iterable[tuple[str, AttrValue]], into: Any) -> None:
-    for key, value in attrs:
-        kv = into.add()
-        kv.key = key
-        _any_value(value, kv.value)
+# ---- the wire form: the OpenTelemetry SDK's spans, its encoder and exporter ----------
 
 
 def resource_attributes(env: Mapping[str, str] | None = None) -> tuple[tuple[str, str], ...]:
@@ -616,144 +638,116 @@ def _scope_version() -> str:
         return "0"
 
 
+def readable_spans(spans: Iterable[Span], resource: Iterable[tuple[str, AttrValue]] = (
+        ("service.name", "canonflow"),)) -> list[Any]:
+    """`spans` as the SDK's ReadableSpans (what its OTLP exporter sends), under one
+    resource and the canonflow.otel scope, both with SCHEMA_URL."""
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import Event, ReadableSpan
+    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+    from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
+
+    res = Resource(dict(resource), schema_url=SCHEMA_URL)
+    scope = InstrumentationScope(SCOPE_NAME, _scope_version(), schema_url=SCHEMA_URL)
+    kinds = {KIND_INTERNAL: SpanKind.INTERNAL, KIND_CLIENT: SpanKind.CLIENT}
+    codes = {STATUS_UNSET: StatusCode.UNSET, STATUS_OK: StatusCode.OK,
+             STATUS_ERROR: StatusCode.ERROR}
+    flags = TraceFlags(TraceFlags.SAMPLED)
+
+    def context(trace_id: bytes, span_id: bytes) -> SpanContext:
+        return SpanContext(int.from_bytes(trace_id), int.from_bytes(span_id),
+                           is_remote=False, trace_flags=flags)
+
+    out = []
+    for s in spans:
+        code = codes[s.status_code]
+        out.append(ReadableSpan(
+            name=s.name, context=context(s.trace_id, s.span_id),
+            parent=context(s.trace_id, s.parent_span_id) if s.parent_span_id else None,
+            resource=res, attributes=dict(s.attributes), kind=kinds[s.kind],
+            events=[Event(e.name, dict(e.attributes), e.time_ns) for e in s.events],
+            status=Status(code, s.status_message if code is StatusCode.ERROR else None),
+            start_time=s.start_ns, end_time=s.end_ns, instrumentation_scope=scope))
+    return out
+
+
 def encode_request(spans: Iterable[Span], resource: Iterable[tuple[str, AttrValue]] = (
         ("service.name", "canonflow"),)) -> bytes:
-    """The OTLP ExportTraceServiceRequest (serialized protobuf) carrying `spans`."""
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-        ExportTraceServiceRequest,
-    )
+    """The OTLP ExportTraceServiceRequest carrying `spans`, as the exporter encodes it."""
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
-    request = ExportTraceServiceRequest()
-    rs = request.resource_spans.add()
-    _key_values(resource, rs.resource.attributes)
-    ss = rs.scope_spans.add()
-    ss.scope.name, ss.scope.version = SCOPE_NAME, _scope_version()
-    for span in spans:
-        out = ss.spans.add()
-        out.trace_id, out.span_id, out.parent_span_id = (span.trace_id, span.span_id,
-                                                         span.parent_span_id)
-        out.name, out.kind = span.name, span.kind  # type: ignore[assignment]
-        out.start_time_unix_nano, out.end_time_unix_nano = span.start_ns, span.end_ns
-        _key_values(span.attributes, out.attributes)
-        for ev in span.events:
-            pe = out.events.add()
-            pe.name, pe.time_unix_nano = ev.name, ev.time_ns
-            _key_values(ev.attributes, pe.attributes)
-        out.status.code = span.status_code  # type: ignore[assignment]
-        out.status.message = span.status_message
-    return request.SerializeToString(deterministic=True)
-
-
-# ---- export over OTLP/HTTP ------------------------------------------------------
+    return encode_spans(readable_spans(spans, resource)).SerializeToString(deterministic=True)
 
 
 def traces_url(endpoint: str | None = None, env: Mapping[str, str] | None = None) -> str:
     """Where spans go: --endpoint (a base URL), else OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
     (used as is), else OTEL_EXPORTER_OTLP_ENDPOINT (a base URL), else 127.0.0.1:4318.
-    /v1/traces is appended to a base URL that does not already end with it."""
+    /v1/traces is appended to a base URL that does not already end with it.
+
+    Raises ValueError when the result is not an http(s) URL with a host (the exporter
+    would retry such a URL until its timeout instead of saying it is wrong).
+    """
+    from urllib.parse import urlsplit
+
     env = os.environ if env is None else env
     if not endpoint and env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
-        return env["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"]
-    base = (endpoint or env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
-    return base if base.endswith(TRACES_PATH) else base + TRACES_PATH
-
-
-def otlp_headers(env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """OTEL_EXPORTER_OTLP_TRACES_HEADERS or OTEL_EXPORTER_OTLP_HEADERS (k=v,k2=v2)."""
-    env = os.environ if env is None else env
-    raw = env.get("OTEL_EXPORTER_OTLP_TRACES_HEADERS") or env.get("OTEL_EXPORTER_OTLP_HEADERS", "")
-    headers = {}
-    for pair in raw.split(","):
-        key, sep, value = pair.partition("=")
-        if sep and key.strip():
-            headers[unquote(key.strip())] = unquote(value.strip())
-    return headers
-
-
-#: Per the OTLP/HTTP spec these are worth retrying; any other failure status is final.
-RETRYABLE_STATUS = frozenset({429, 502, 503, 504})
+        url = env["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"]
+    else:
+        base = (endpoint or env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or DEFAULT_ENDPOINT
+                ).rstrip("/")
+        url = base if base.endswith(TRACES_PATH) else base + TRACES_PATH
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError as e:
+        raise ValueError(f"OTLP endpoint {url!r}: {e}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"OTLP endpoint {url!r} is not an http:// or https:// URL "
+                         "with a host")
+    return url
 
 
 class Exporter:
-    """POSTs span batches to an OTLP/HTTP endpoint, retrying with exponential backoff.
+    """Sends span batches through the official OTLP/HTTP span exporter
+    (opentelemetry-exporter-otlp-proto-http), so every OTEL_EXPORTER_OTLP_* setting
+    works as it does for any OpenTelemetry SDK: headers, certificate and client key,
+    timeout (seconds), compression. The SDK exporter retries 429/502/503/504 and
+    connection errors with exponential backoff until the timeout runs out.
 
-    `export` never raises for a network or HTTP failure: after `retries` more tries (or
-    at once for a status that is not retryable) it logs, counts the spans as dropped
-    and returns False, so the exporter goes on with the next batch.
+    `export` never raises for a network or HTTP failure: it logs, counts the spans as
+    dropped and returns False, so the exporter goes on with the next batch. The SDK
+    exporter blocks, so it runs in a thread.
     """
 
-    def __init__(self, url: str, *, headers: Mapping[str, str] | None = None,
-                 timeout: float = 10.0, retries: int = 6, backoff: float = 0.5,
-                 max_backoff: float = 30.0,
+    def __init__(self, url: str,
                  resource: Iterable[tuple[str, AttrValue]] = (("service.name", "canonflow"),)):
-        self.url, self.headers = url, dict(headers or {})
-        self.timeout, self.retries = timeout, retries
-        self.backoff, self.max_backoff = backoff, max_backoff
-        self.resource = tuple(resource)
-        self.exported = self.dropped = self.rejected = self.requests = 0
-        self._http: Any = None
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        self.url, self.resource = url, tuple(resource)
+        self.exported = self.dropped = 0
+        self._sdk = OTLPSpanExporter(endpoint=url)
 
     async def __aenter__(self) -> Exporter:
-        import aiohttp
-
-        self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout))
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        await self._http.close()
+        self._sdk.shutdown()
 
     async def export(self, spans: list[Span]) -> bool:
         import asyncio
 
-        import aiohttp
+        from opentelemetry.sdk.trace.export import SpanExportResult
 
         if not spans:
             return True
-        body = encode_request(spans, self.resource)
-        headers = {**self.headers, "Content-Type": "application/x-protobuf"}
-        delay = self.backoff
-        for attempt in range(self.retries + 1):
-            self.requests += 1
-            wait: float | None = delay
-            try:
-                async with self._http.post(self.url, data=body, headers=headers) as resp:
-                    content = await resp.read()
-                    if 200 <= resp.status < 300:
-                        self._partial_success(content, len(spans))
-                        self.exported += len(spans)
-                        return True
-                    problem = f"HTTP {resp.status}"
-                    if resp.status not in RETRYABLE_STATUS:
-                        wait = None
-                    elif resp.headers.get("Retry-After", "").isdigit():
-                        wait = float(resp.headers["Retry-After"])
-            except (aiohttp.ClientError, TimeoutError, OSError) as e:
-                problem = f"{type(e).__name__}: {e}"
-            if wait is None or attempt == self.retries:
-                break
-            log.warning("otel-export: %s from %s; retry %d/%d in %.1fs", problem, self.url,
-                        attempt + 1, self.retries, wait)
-            await asyncio.sleep(min(wait, self.max_backoff))
-            delay = min(delay * 2, self.max_backoff)
-        log.error("otel-export: dropped %d span(s): %s from %s", len(spans), problem, self.url)
+        batch = readable_spans(spans, self.resource)
+        result = await asyncio.to_thread(self._sdk.export, batch)
+        if result is SpanExportResult.SUCCESS:
+            self.exported += len(spans)
+            return True
+        log.error("otel-export: dropped %d span(s) for %s", len(spans), self.url)
         self.dropped += len(spans)
         return False
-
-    def _partial_success(self, content: bytes, sent: int) -> None:
-        from google.protobuf.message import DecodeError
-        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-            ExportTraceServiceResponse,
-        )
-
-        try:
-            response = ExportTraceServiceResponse.FromString(content)
-        except DecodeError:
-            return  # a receiver that answers 2xx with no or non-protobuf body accepted all
-        rejected = response.partial_success.rejected_spans
-        if rejected:
-            self.rejected += rejected
-            log.warning("otel-export: receiver rejected %d of %d span(s): %s", rejected, sent,
-                        response.partial_success.error_message)
 
 
 class Stats(msgspec.Struct, kw_only=True):
@@ -762,28 +756,38 @@ class Stats(msgspec.Struct, kw_only=True):
     spans: int = 0
 
 
-async def export_events(values: AsyncIterator[bytes | None], exporter: Exporter,
+#: One value to export: an encoded canonical event and the timestamp (ms) of the record
+#: that carried it (None from a file), or None: a tick, nothing new, a chance to flush.
+Value = tuple[bytes, int | None] | None
+
+
+async def export_events(values: AsyncIterator[Value], exporter: Exporter,
                         builder: SpanBuilder, *, batch_size: int = 512,
                         flush_interval: float = 1.0, close_at_end: bool = False,
                         session: str | None = None) -> Stats:
-    """Feed encoded canonical events (a None is a tick: nothing new, a chance to flush)
-    through `builder` and export the spans in batches of up to `batch_size`, at least
-    every `flush_interval` seconds. A value that is not a valid event is logged, counted
-    and skipped. With `close_at_end`, spans still open when `values` ends are finished
-    and exported too (for a file, which cannot continue)."""
+    """Feed encoded canonical events through `builder` and export the spans in batches
+    of up to `batch_size`, at least every `flush_interval` seconds. A value that is not
+    a valid event is logged, counted and skipped. With `close_at_end`, spans still open
+    when `values` ends are finished and exported too (for a file, which cannot continue).
+
+    Raises NoEventTime at the first event without a time of its own or of its record.
+    """
     import time
 
     decoder = msgspec.json.Decoder()
     stats, pending = Stats(), []
     last_flush = time.monotonic()
-    async for value in values:
-        if value is not None:
+    async for item in values:
+        if item is not None:
+            value, record_ms = item
             stats.events += 1
             try:
                 event = decoder.decode(value)
                 if session is None or (isinstance(event, dict)
                                        and event.get("sessionId") == session):
-                    pending += builder.feed(event)
+                    pending += builder.feed(event, record_ms)
+            except NoEventTime:
+                raise
             except Exception as e:  # noqa: BLE001 - a bad event must never stop the export
                 stats.bad_events += 1
                 log.warning("otel-export: skipped a bad event (%s): %.200r", e, value)
@@ -800,23 +804,24 @@ async def export_events(values: AsyncIterator[bytes | None], exporter: Exporter,
     return stats
 
 
-async def file_values(path: str) -> AsyncIterator[bytes | None]:
-    """The non-blank lines of a JSONL file ("-" = stdin)."""
+async def file_values(path: str) -> AsyncIterator[Value]:
+    """The non-blank lines of a JSONL file ("-" = stdin), without record times."""
     import sys
 
     stream = sys.stdin.buffer if path == "-" else open(path, "rb")
     try:
         for line in stream:
             if line.strip():
-                yield line
+                yield line, None
     finally:
         if path != "-":
             stream.close()
 
 
 async def topic_values(settings: Any, *, from_beginning: bool, idle_timeout: float | None,
-                       stop: Any) -> AsyncIterator[bytes | None]:
-    """Values of agents.canonical (per-partition order), a None after each empty poll;
+                       stop: Any) -> AsyncIterator[Value]:
+    """Values of agents.canonical (per-partition order) with their record timestamps,
+    a None after each empty poll;
     ends when `stop` (an asyncio.Event) is set or nothing came for `idle_timeout` s."""
     import time
 
@@ -841,7 +846,7 @@ async def topic_values(settings: Any, *, from_beginning: bool, idle_timeout: flo
                 for rec in batch[tp]:
                     last = time.monotonic()
                     if rec.value is not None:
-                        yield rec.value
+                        yield rec.value, rec.timestamp
             yield None
             if idle_timeout is not None and time.monotonic() - last > idle_timeout:
                 return
@@ -868,7 +873,8 @@ def _url(value: str | None) -> str | None:
 @click.option("--endpoint", default=None, callback=lambda ctx, param, value: _url(value),
               help="OTLP/HTTP base URL; spans go to <endpoint>/v1/traces (env "
                    "OTEL_EXPORTER_OTLP_ENDPOINT, or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as is; "
-                   f"default {DEFAULT_ENDPOINT}).")
+                   f"default {DEFAULT_ENDPOINT}). Headers, certificates, timeout and "
+                   "compression come from the standard OTEL_EXPORTER_OTLP_* variables.")
 @click.option("--session", "-s", default=None, help="Only this session.")
 @click.option("--from-beginning/--from-now", default=True, show_default=True,
               help="Topic only: start at the oldest retained event or at new ones.")
@@ -877,20 +883,19 @@ def _url(value: str | None) -> str | None:
 @click.option("--capture-content", is_flag=True, envvar="CANONFLOW_OTEL_CAPTURE_CONTENT",
               help="Record tool arguments and results (gen_ai.tool.call.arguments/.result; "
                    "may hold secrets; env CANONFLOW_OTEL_CAPTURE_CONTENT).")
-@click.option("--batch-size", type=int, default=512, show_default=True,
+@click.option("--batch-size", type=click.IntRange(min=1), default=512, show_default=True,
               help="Spans per OTLP request.")
-@click.option("--retries", type=int, default=6, show_default=True,
-              help="Retries of a failed request (backoff 0.5 s doubling to 30 s) before its "
-                   "spans are dropped.")
 def otel_export(broker: str | None, from_file: str | None, endpoint: str | None,
                 session: str | None, from_beginning: bool, idle_timeout: float | None,
-                capture_content: bool, batch_size: int, retries: int) -> None:
+                capture_content: bool, batch_size: int) -> None:
     """Export canonical events as OpenTelemetry spans (GenAI conventions) over OTLP/HTTP.
 
     One `invoke_agent` span per turn, one `execute_tool` child span per tool call;
     deterministic ids, so exporting the same events twice gives the same spans. Reads
     agents.canonical until Ctrl-C / SIGTERM (or --idle-timeout), or a file to its end.
-    Exit status 1 when some spans could not be delivered.
+    Exit status 1 when some spans could not be delivered. A failed request is retried
+    (429/502/503/504, connection errors) with backoff within OTEL_EXPORTER_OTLP_TIMEOUT
+    (seconds, default 10), then its spans are dropped.
     """
     import asyncio
     import signal
@@ -905,7 +910,10 @@ def otel_export(broker: str | None, from_file: str | None, endpoint: str | None,
         if not settings.broker:
             raise click.UsageError("otel-export needs --broker (or CANONFLOW_BROKER), "
                                    "or --from-file")
-    url = traces_url(endpoint)
+    try:
+        url = traces_url(endpoint)
+    except ValueError as e:
+        raise click.UsageError(str(e)) from None
     builder = SpanBuilder(capture_content=capture_content)
 
     async def main() -> tuple[Stats, Exporter]:
@@ -914,8 +922,7 @@ def otel_export(broker: str | None, from_file: str | None, endpoint: str | None,
         if from_file is None:  # a file ends by itself; Ctrl-C stops it the usual way
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.add_signal_handler(sig, stop.set)
-        async with Exporter(url, headers=otlp_headers(), retries=retries,
-                            resource=resource_attributes()) as exporter:
+        async with Exporter(url, resource=resource_attributes()) as exporter:
             if from_file is not None:
                 values = file_values(from_file)
             else:
@@ -928,6 +935,10 @@ def otel_export(broker: str | None, from_file: str | None, endpoint: str | None,
     logging.basicConfig(level=logging.WARNING, format="canonflow: %(message)s")
     try:
         stats, exporter = asyncio.run(main())
+    except NoEventTime as e:
+        raise click.ClickException(
+            f"{e}: spans would be dated 1970. Export from the topic (record timestamps are "
+            "used) or replay a capture whose lines carry times (`t`)") from None
     except OSError as e:
         raise click.ClickException(f"cannot read {e.filename or from_file}: {e.strerror}"
                                    ) from None

@@ -11,10 +11,13 @@ request must name an allowed host (pipeline.ops.web.AllowedHosts: loopback names
 address it came in on, the bound address, --allowed-hosts), else it gets 421, wherever
 the UI listens: a page that rebinds its DNS name to the UI's address sends its own name.
 
-- `GET /` the page; `GET /static/...` its script and style.
+- `GET /` the page; `GET /static/...` its script, style and icon (`/favicon.ico` too).
 - `GET /api/sessions` the session list, most recent first (JSON array).
 - `GET /api/sessions/{id}` one session's summary and stored records.
-- `GET /api/status` the consumer's state and the store's limits.
+- `GET /api/status` the consumer's state, whether the broker answers (`probe`: a TCP
+  connection to a bootstrap address every PROBE_SECONDS, so the page says
+  "disconnected" within seconds of the broker going away, while the consumer itself
+  only retries quietly), and the store's limits.
 - `GET /events?session=ID` SSE: the session's stored records (`event: record`,
   `id:` = the record's seq), then `event: ready`, then records as they arrive. A
   reconnecting browser sends `Last-Event-ID` and gets only what it missed.
@@ -35,6 +38,7 @@ importing this module (as the CLI does) stays cheap and starts nothing.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import json
 import time
@@ -59,6 +63,9 @@ DEFAULT_MAX_SESSIONS = 200
 DEFAULT_MAX_RECORDS = 5000
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 HEARTBEAT_SECONDS = 15.0
+#: How often the UI checks that the broker accepts connections, and how long it waits.
+PROBE_SECONDS = 2.0
+PROBE_TIMEOUT = 1.5
 
 #: Session states, as /api/sessions reports them.
 WORKING, WAITING_APPROVAL, WAITING_ANSWER, DONE, FAILED = (
@@ -321,6 +328,48 @@ async def consume_chat(settings: Settings, store: ChatStore, status: ConsumerSta
         delay = min(delay * 2, 10.0)
 
 
+class BrokerProbe:
+    """Whether a bootstrap address of the broker accepted a TCP connection lately."""
+
+    __slots__ = ("reachable", "error", "checked_at")
+
+    def __init__(self) -> None:
+        self.reachable: bool | None = None  # None: not checked yet
+        self.error: str | None = None
+        self.checked_at = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"reachable": self.reachable, "error": self.error,
+                "checked_at": self.checked_at}
+
+
+async def probe_broker(bootstrap: str, probe: BrokerProbe, *, interval: float = PROBE_SECONDS,
+                       timeout: float = PROBE_TIMEOUT) -> None:
+    """Try a TCP connection to the bootstrap addresses (host:port,...) every `interval`
+    seconds until cancelled, and record the outcome in `probe`. A connection is enough:
+    the question is only whether the broker is there, and the consumer (which does the
+    real work) retries by itself without saying so. It sends nothing (no TLS handshake,
+    no Kafka request), so all a broker sees is a connection opened and closed."""
+    addresses = [a.rpartition(":") for a in bootstrap.split(",") if a]
+    while True:
+        error = "no bootstrap address"
+        for host, _, port in addresses:
+            try:
+                _, writer = await asyncio.wait_for(
+                    asyncio.open_connection(host.strip("[]"), int(port)), timeout)
+            except (OSError, TimeoutError, ValueError) as e:
+                error = f"{host}:{port}: {type(e).__name__}: {e}".rstrip(": ")
+                continue
+            writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
+            error = ""
+            break
+        probe.reachable, probe.error = not error, error or None
+        probe.checked_at = time.time()
+        await asyncio.sleep(interval)
+
+
 def _sse(event: str, data: str, event_id: int | None = None) -> bytes:
     head = f"id: {event_id}\n" if event_id is not None else ""
     return f"{head}event: {event}\ndata: {data}\n\n".encode()
@@ -329,14 +378,22 @@ def _sse(event: str, data: str, event_id: int | None = None) -> bytes:
 class _Handlers:
     """The HTTP handlers over one store (kept together so no module-level app keys)."""
 
-    def __init__(self, store: ChatStore, status: ConsumerStatus, settings: Settings):
-        self.store, self.status, self.settings = store, status, settings
+    def __init__(self, store: ChatStore, status: ConsumerStatus, settings: Settings,
+                 probe: BrokerProbe):
+        self.store, self.status, self.settings, self.probe = store, status, settings, probe
 
     async def index(self, request: web.Request) -> web.StreamResponse:
         from aiohttp import web
 
         return web.FileResponse(STATIC_DIR / "index.html",
                                 headers={"Cache-Control": "no-cache"})
+
+    async def favicon(self, request: web.Request) -> web.StreamResponse:
+        from aiohttp import web
+
+        return web.FileResponse(STATIC_DIR / "favicon.svg",
+                                headers={"Content-Type": "image/svg+xml",
+                                         "Cache-Control": "max-age=86400"})
 
     async def sessions(self, request: web.Request) -> web.StreamResponse:
         from aiohttp import web
@@ -358,7 +415,7 @@ class _Handlers:
         st = self.store
         return web.json_response({
             "broker": self.settings.broker, "topic": CHAT_TOPIC,
-            "consumer": self.status.as_dict(),
+            "consumer": self.status.as_dict(), "probe": self.probe.as_dict(),
             "store": {"sessions": len(st.sessions), "bytes": st.bytes, "accepted": st.accepted,
                       "duplicates": st.duplicates, "rejected": st.rejected,
                       "evicted": st.evicted},
@@ -449,11 +506,12 @@ def create_ui_app(settings: Settings, *, max_sessions: int = DEFAULT_MAX_SESSION
 
     store = store if store is not None else ChatStore(
         max_sessions=max_sessions, max_records=max_records, max_bytes=max_bytes)
-    status = ConsumerStatus()
-    h = _Handlers(store, status, settings)
+    status, probe = ConsumerStatus(), BrokerProbe()
+    h = _Handlers(store, status, settings, probe)
     guard = host_guard(allowed_hosts or AllowedHosts.parse(""), "canonflow ui")
     app = web.Application(middlewares=[guard])
     app.router.add_get("/", h.index)
+    app.router.add_get("/favicon.ico", h.favicon)
     app.router.add_get("/api/sessions", h.sessions)
     app.router.add_get("/api/sessions/{session_id}", h.session)
     app.router.add_get("/api/status", h.status_)
@@ -461,11 +519,12 @@ def create_ui_app(settings: Settings, *, max_sessions: int = DEFAULT_MAX_SESSION
     app.router.add_static("/static/", STATIC_DIR)
 
     async def consumer_ctx(app: web.Application) -> Any:
-        task = (asyncio.create_task(consume_chat(settings, store, status,
-                                                 from_beginning=from_beginning))
-                if consume else None)
+        tasks = [asyncio.create_task(probe_broker(settings.bootstrap, probe))]
+        if consume:
+            tasks.append(asyncio.create_task(consume_chat(settings, store, status,
+                                                          from_beginning=from_beginning)))
         yield
-        if task is not None:
+        for task in tasks:
             task.cancel()
             try:
                 await task

@@ -173,7 +173,7 @@ def test_kafka_asks_every_client_for_a_sasl_login_and_knows_the_workers_user(ser
     assert listeners[controller].rpartition(":")[0] in LOOPBACK
     clients = {n: s for n, s in services.items() if n != "kafka"
                and environment(s).get("CANONFLOW_BROKER", "").startswith("kafka://")}
-    assert set(clients) == {"topic-init"} | set(workers(services))
+    assert set(clients) == {"topic-init", "ui"} | set(workers(services))
     for name in set(listeners) - {controller}:
         assert protocols[name].startswith("SASL_"), f"listener {name} takes no login"
         for mechanism in mechanisms:
@@ -336,3 +336,21 @@ def test_the_dashboard_uses_the_provisioned_data_source():
 
     walk(dashboard)
     assert {u for u in uids if not u.startswith("$")} <= {"prometheus", "-- Grafana --", "grafana"}
+
+
+def test_the_chat_ui_reads_the_workers_broker_and_is_published_on_loopback_only(services):
+    ui = services["ui"]
+    argv = command(ui)
+    assert argv[:2] == ["canonflow", "ui"]
+    # parsed by the CLI itself (nothing runs)
+    ctx = click.Context(cli, info_name="canonflow")
+    name, sub, args = cli.resolve_command(ctx, argv[1:])
+    assert name == "ui" and sub is not None
+    params = sub.make_context("ui", list(args), parent=ctx).params
+    assert params["host"] == "0.0.0.0"  # inside its container; the host sees loopback only
+    assert published(ui) == [("127.0.0.1", str(params["port"]))]
+    for worker in workers(services).values():
+        assert environment(ui)["CANONFLOW_BROKER"] == environment(worker)["CANONFLOW_BROKER"]
+    assert ui["depends_on"]["topic-init"]["condition"] == "service_completed_successfully"
+    # its healthcheck asks the UI's port, not the worker's the image checks by default
+    assert f"http://127.0.0.1:{params['port']}/api/status" in " ".join(ui["healthcheck"]["test"])

@@ -21,8 +21,8 @@ from tests.deploy.files import DASHBOARD
 
 #: Labels Prometheus adds to every scraped series.
 TARGET_LABELS = {"job", "instance"}
-_METRIC = re.compile(r"\bcanonflow_[a-z0-9_]+\b")
-_SELECTOR = re.compile(r"\b(canonflow_[a-z0-9_]+)\s*\{([^}]*)\}")
+_METRIC = re.compile(r"\b(?:canonflow|process)_[a-z0-9_]+\b")
+_SELECTOR = re.compile(r"\b((?:canonflow|process)_[a-z0-9_]+)\s*\{([^}]*)\}")
 _MATCHER = re.compile(r"([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*\"")
 _GROUPING = re.compile(r"\b(?:by|without)\s*\(([^)]*)\)")
 

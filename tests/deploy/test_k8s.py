@@ -22,8 +22,11 @@ SETTING_VARS = {f"CANONFLOW_{name.upper()}" for name in Settings.__struct_fields
 WORKER_LABELS = {"app.kubernetes.io/name": "canonflow", "app.kubernetes.io/component": "worker"}
 
 
-def one(kind: str) -> dict[str, Any]:
-    (obj,) = [o for _, o in k8s_objects() if o["kind"] == kind]
+def one(kind: str, component: str = "worker") -> dict[str, Any]:
+    """The one object of `kind` for the workers (or, with `component`, the UI)."""
+    (obj,) = [o for _, o in k8s_objects() if o["kind"] == kind
+              and o["metadata"].get("labels", {}).get("app.kubernetes.io/component",
+                                                       component) == component]
     return obj
 
 
@@ -285,3 +288,32 @@ def test_a_network_policy_lets_only_prometheus_in_and_only_kafka_and_dns_out(sta
     service, namespace = from_env(settings_env).broker.split("://")[1].split(".")[:2]
     assert service == kafka["podSelector"]["matchLabels"]["strimzi.io/cluster"] + "-kafka-bootstrap"
     assert namespace == kafka["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"]
+
+
+# ---- the chat UI (ui.yaml) ----------------------------------------------------------
+
+
+def test_the_chat_ui_runs_restricted_reads_the_workers_broker_and_admits_no_one():
+    deployment = one("Deployment", "ui")
+    spec = deployment["spec"]["template"]["spec"]
+    (c,) = spec["containers"]
+    assert c["command"][:2] == ["canonflow", "ui"]
+    assert c["envFrom"] == [{"configMapRef": {"name": "canonflow"}}]  # the workers' broker
+    test_every_container_runs_restricted(deployment)
+    assert spec["automountServiceAccountToken"] is False
+    accounts = {o["metadata"]["name"] for _, o in k8s_objects() if o["kind"] == "ServiceAccount"}
+    assert spec["serviceAccountName"] in accounts
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert deployment["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    service = one("Service", "ui")
+    assert service["spec"]["selector"].items() <= labels.items()
+    (port,) = service["spec"]["ports"]
+    assert port_number(c, port["targetPort"]) == port["port"]
+    assert c["command"][c["command"].index("--port") + 1] == str(port["port"])
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert port_number(c, c[probe]["httpGet"]["port"]) == port["port"]
+    policy = one("NetworkPolicy", "ui")["spec"]
+    assert policy["podSelector"]["matchLabels"].items() <= labels.items()
+    assert sorted(policy["policyTypes"]) == ["Egress", "Ingress"]
+    assert policy["ingress"] == []  # no login: nothing reaches it but port-forward
+    assert policy["egress"] == network_policy()["spec"]["egress"]  # Kafka and DNS

@@ -20,14 +20,14 @@ from pipeline.tools.manifests import (
 from tests.deploy.files import K8S, load_yaml, load_yaml_all
 from topics.catalog import CATALOG, TopicSpec, changelog_topics
 
-# The KafkaTopic fields canonflow writes, as Strimzi's CRD (kafka.strimzi.io/v1beta2)
-# types them; anything else in spec is a mistake.
+# The KafkaTopic fields canonflow writes, as Strimzi's CRD (kafka.strimzi.io/v1, and
+# v1beta2 on request) types them; anything else in spec is a mistake.
 KAFKA_TOPIC_SCHEMA = {
     "type": "object",
     "required": ["apiVersion", "kind", "metadata", "spec"],
     "additionalProperties": False,
     "properties": {
-        "apiVersion": {"const": "kafka.strimzi.io/v1beta2"},
+        "apiVersion": {"enum": ["kafka.strimzi.io/v1", "kafka.strimzi.io/v1beta2"]},
         "kind": {"const": "KafkaTopic"},
         "metadata": {
             "type": "object",
@@ -152,6 +152,25 @@ def test_command_defaults_come_from_the_worker_settings(tmp_path):
                                 env={"CANONFLOW_PARTITIONS": "6", "CANONFLOW_REPLICATION": "2"})
     assert result.exit_code == 0, result.output
     assert out.read_text(encoding="utf-8") == strimzi_manifests(6, 2, "canonflow")
+
+
+def test_the_api_version_is_v1_unless_v1beta2_is_asked_for(tmp_path):
+    committed = load_yaml_all(K8S / "topics.yaml")
+    assert {d["apiVersion"] for d in committed} == {"kafka.strimzi.io/v1"}
+    out = tmp_path / "topics.yaml"
+    result = CliRunner().invoke(topics_manifest, ["--api-version", "v1beta2", "--partitions",
+                                                  "3", "--replication", "1", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    text = out.read_text(encoding="utf-8")
+    docs = list(yaml.safe_load_all(text))
+    assert {d["apiVersion"] for d in docs} == {"kafka.strimzi.io/v1beta2"}
+    for doc in docs:
+        jsonschema.validate(doc, KAFKA_TOPIC_SCHEMA)
+    # apart from the API version, the same resources
+    assert [{**d, "apiVersion": "-"} for d in docs] == [
+        {**d, "apiVersion": "-"} for d in strimzi_topics(3, 1, "canonflow")]
+    assert "--api-version v1beta2" in text.splitlines()[3]
+    assert CliRunner().invoke(topics_manifest, ["--api-version", "v2"]).exit_code == 2
 
 
 def test_command_refuses_bad_options_and_settings():

@@ -62,7 +62,8 @@ BAD = [RawRecord(b"{not json", "agent", None),
 #: Panels that must show data after the flow, the issue's core views
 CORE = ("Native messages in", "Canonical events out", "Records delivered, by topic",
         "End-to-end lag (event time to delivery)", "Active sessions", "Table entries",
-        "Broker reachable", "Turns", "Tool calls (top 10)", "Approvals", "Sessions by state")
+        "Broker reachable", "Turns", "Tool calls (top 10)", "Approvals", "Sessions by state",
+        "Worker memory (resident)")
 
 
 @pytest.fixture
@@ -246,6 +247,8 @@ def test_every_dashboard_query_runs_in_prometheus_and_the_core_panels_show_data(
     assert stalled["state"] == "inactive"  # no session waited past its threshold
     [broker_up] = [s for r in ev.for_panel("Broker reachable") for s in r.series]
     assert broker_up.points[-1][1] == 1
+    [rss] = [s for r in ev.for_panel("Worker memory (resident)") for s in r.series]
+    assert 10 * 2**20 < rss.points[-1][1] < 2 * 2**30  # a worker's resident bytes
 
     # a query Prometheus cannot parse is reported as such (the check above can fail)
     broken = {"panels": [{"id": 1, "type": "stat", "title": "broken", "gridPos": {},

@@ -20,7 +20,14 @@ from typing import Any
 import pytest
 
 from pipeline.cluster.broker import EmbeddedBroker, free_port
-from pipeline.ops.metrics import CONTENT_TYPE, Gauge, Histogram, Registry
+from pipeline.ops.metrics import (
+    CONTENT_TYPE,
+    PROCESS_METRICS,
+    Gauge,
+    Histogram,
+    Registry,
+    add_process_metrics,
+)
 from pipeline.ops.metrics import Counter as MetricCounter
 from pipeline.settings import Settings
 from pipeline.tools.kafka_io import follow, produce, records_from_file
@@ -204,6 +211,52 @@ def closed_turns(n: int) -> Any:
 # ---- the exposition format --------------------------------------------------------
 
 
+def _ps(pid: int) -> tuple[int, int]:
+    """(resident KiB, seconds since start) of a process, as procps' ps reports them."""
+    import subprocess
+
+    rss, elapsed = subprocess.run(["ps", "-o", "rss=,etimes=", "-p", str(pid)],
+                                  capture_output=True, text=True, check=True).stdout.split()
+    return int(rss), int(elapsed)
+
+
+def test_the_standard_process_metrics_follow_this_process():
+    import resource
+
+    registry = Registry()
+    add_process_metrics(registry)
+    before = Exposition(registry.render().decode())
+    assert {n: before.types[n] for n, *_ in PROCESS_METRICS} == {
+        n: kind for n, _, kind, _ in PROCESS_METRICS}
+    ballast = bytearray(64 * 2**20)  # 64 MiB, touched page by page
+    for i in range(0, len(ballast), 4096):
+        ballast[i] = 1
+    files = [open(__file__, "rb") for _ in range(10)]
+    spin = time.process_time() + 0.3
+    while time.process_time() < spin:
+        pass
+    try:
+        after = Exposition(registry.render().decode())
+        cpu = time.process_time()
+        rss_kib, elapsed = _ps(os.getpid())
+    finally:
+        for f in files:
+            f.close()
+    grown = after.value("process_resident_memory_bytes") - before.value(
+        "process_resident_memory_bytes")
+    assert 56 * 2**20 <= grown <= 80 * 2**20
+    assert abs(after.value("process_resident_memory_bytes") - rss_kib * 1024) < 8 * 2**20
+    assert after.value("process_virtual_memory_bytes") >= after.value(
+        "process_resident_memory_bytes")
+    assert after.value("process_open_fds") == before.value("process_open_fds") + 10
+    assert after.value("process_max_fds") == resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    assert cpu - 0.05 <= after.value("process_cpu_seconds_total") <= cpu
+    assert after.value("process_cpu_seconds_total") - before.value(
+        "process_cpu_seconds_total") >= 0.25
+    assert abs(after.value("process_start_time_seconds") - (time.time() - elapsed)) < 3
+    del ballast
+
+
 def test_the_exposition_escapes_labels_and_accumulates_histogram_buckets():
     registry = Registry()
     c = registry.add(MetricCounter("t_total", "a help with \\ backslash", ["a", "b"]))
@@ -322,6 +375,11 @@ def test_a_worker_exports_counts_labels_and_health_of_what_it_translated(own_bro
                     if ls["provider"] == "codex-exec"}
         assert exported == by_type
         assert exp.value("canonflow_native_messages_total", provider="codex-exec") == lines + 3
+        # the standard process metrics are the worker process's own
+        rss_kib, elapsed = _ps(worker.pid)
+        assert abs(exp.value("process_resident_memory_bytes") - rss_kib * 1024) < 32 * 2**20
+        assert abs(exp.value("process_start_time_seconds") - (time.time() - elapsed)) < 3
+        assert exp.value("process_open_fds") > 3
 
         letters = [json.loads(r.value) for r in read_n(settings, DEADLETTER_TOPIC, 2)]
         by_class = Counter(d["errorClass"] for d in letters)

@@ -1,12 +1,15 @@
-"""`canonflow otel-export`: canonical events -> OTLP spans, received by a real OTLP/HTTP
-receiver on 127.0.0.1 that parses every request with opentelemetry-proto."""
+"""`canonflow otel-export`: canonical events -> OTLP spans, sent by the OpenTelemetry
+SDK's OTLP/HTTP exporter and received by a real OTLP/HTTP receiver on 127.0.0.1 (plain
+or TLS) that parses every request with opentelemetry-proto."""
 
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -25,13 +28,17 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
 from pipeline.tools.kafka_io import produce, records_from_file
 from pipeline.views.otel import (
+    SCHEMA_URL,
+    NoEventTime,
+    SpanBuilder,
     build_spans,
     item_span_id,
+    provider_name,
     trace_id_for,
     traces_url,
     turn_span_id,
 )
-from tests.pipeline.conftest import read_topic
+from tests.pipeline.conftest import read_topic, timed
 from topics.catalog import CANONICAL_TOPIC
 
 TESTS = Path(__file__).resolve().parents[1]
@@ -53,11 +60,14 @@ class Receiver:
     """OTLP/HTTP trace receiver on 127.0.0.1: POST /v1/traces, protobuf bodies.
 
     The first `fail_first` requests get 503 (to exercise retries); every accepted
-    request is parsed as an ExportTraceServiceRequest and kept with its raw body."""
+    request is parsed as an ExportTraceServiceRequest (after undoing its
+    Content-Encoding) and kept with its raw body and headers. With `tls` (a cert and key
+    file), it speaks HTTPS."""
 
-    def __init__(self, fail_first: int = 0):
+    def __init__(self, fail_first: int = 0, tls: tuple[Path, Path] | None = None):
         self.fail_first = fail_first
         self.bodies: list[bytes] = []
+        self.headers: list[dict[str, str]] = []
         self.requests: list[ExportTraceServiceRequest] = []
         self.seen: list[tuple[str, str | None, int]] = []  # (path, content-type, status)
         self.lock = threading.Lock()
@@ -72,8 +82,11 @@ class Receiver:
                         status = 404
                     receiver.seen.append((self.path, self.headers.get("Content-Type"), status))
                     if status == 200:
+                        if self.headers.get("Content-Encoding") == "gzip":
+                            body = gzip.decompress(body)
                         receiver.requests.append(ExportTraceServiceRequest.FromString(body))
                         receiver.bodies.append(body)
+                        receiver.headers.append({k.lower(): v for k, v in self.headers.items()})
                 reply = ExportTraceServiceResponse().SerializeToString() if status == 200 else b""
                 self.send_response(status)
                 self.send_header("Content-Type", "application/x-protobuf")
@@ -85,7 +98,13 @@ class Receiver:
                 pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        scheme = "http"
+        if tls is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*tls)
+            self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+            scheme = "https"
+        self.url = f"{scheme}://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     def __enter__(self) -> Receiver:
@@ -119,8 +138,17 @@ def attrs(span_or_event: Any) -> dict[str, Any]:
     return out
 
 
-def replay(provider: str, path: Path, out: Path, *, session: str | None = None) -> Path:
-    """`canonflow replay --format capture` of a capture, written to `out`."""
+#: A record time (ms) for events that have none of their own.
+T0_MS = 1_764_000_000_000
+
+
+def replay(provider: str, path: Path, out: Path, *, session: str | None = None,
+           stamp: bool = True) -> Path:
+    """`canonflow replay --format capture` of a capture (given capture times first, with
+    `stamp`, when it has none), written to `out`."""
+    if stamp and '"t":' not in path.read_text():
+        (out.parent / "timed").mkdir(exist_ok=True)
+        path = timed(path, out.parent / "timed")  # the same name: it gives the session
     args = [*CLI, "replay", "-p", provider, "--format", "capture", str(path)]
     if session:
         args += ["--session", session]
@@ -154,6 +182,9 @@ def test_codex_app_server_turn_is_an_invoke_agent_span_with_its_tool_call_as_a_c
                 for kv in request.resource_spans[0].resource.attributes}
     assert resource["service.name"] == "canonflow"
     assert request.resource_spans[0].scope_spans[0].scope.name == "canonflow.otel"
+    assert request.resource_spans[0].schema_url == SCHEMA_URL
+    assert request.resource_spans[0].scope_spans[0].schema_url == SCHEMA_URL
+    assert receiver.headers[0]["user-agent"].startswith("OTel-OTLP-Exporter-Python/")
 
     spans = receiver.spans()
     assert sorted(s.name for s in spans) == ["execute_tool Bash", "invoke_agent codex"]
@@ -162,14 +193,17 @@ def test_codex_app_server_turn_is_an_invoke_agent_span_with_its_tool_call_as_a_c
     assert t["gen_ai.operation.name"] == "invoke_agent"
     assert t["gen_ai.conversation.id"] == "codex-app-server__tool_shell"
     assert t["gen_ai.agent.name"] == "codex" and t["canonflow.provider"] == "codex"
-    # session.configured names the model provider ("fixture" in this capture)
-    assert t["gen_ai.provider.name"] == t["gen_ai.system"] == "fixture"
+    # session.configured names the model provider ("fixture" in this capture); the
+    # deprecated gen_ai.system is not sent
+    assert t["gen_ai.provider.name"] == "fixture" and "gen_ai.system" not in t
     assert t["gen_ai.request.model"] == t["gen_ai.response.model"] == "gpt-5.5"
     # two model calls in the turn, thread totals 1240 then 2480 tokens
     assert (t["gen_ai.usage.input_tokens"], t["gen_ai.usage.output_tokens"]) == (2400, 80)
     assert t["canonflow.turn.state"] == "completed" and "error.type" not in t
     assert turn.kind == Span.SPAN_KIND_CLIENT
     assert turn.status.code == Status.STATUS_CODE_UNSET and turn.parent_span_id == b""
+    # dated by the capture's times (`timed` gives its lines), not the epoch
+    assert turn.start_time_unix_nano > 1_764_000_000_000 * 10**6
 
     a = attrs(tool)
     assert a["gen_ai.operation.name"] == "execute_tool"
@@ -252,18 +286,69 @@ def test_a_failing_receiver_is_retried_and_the_spans_arrive_once(tmp_path: Path)
         assert r.returncode == 0, r.stderr
     assert [status for _, _, status in flaky.seen] == [503, 503, 200]
     assert flaky.bodies == ok.bodies
-    assert "retry 1/6" in r.stderr and "retry 2/6" in r.stderr
+    assert r.stderr.count("retrying in") == 2
 
 
-def test_an_unreachable_endpoint_drops_the_spans_and_exits_1(tmp_path: Path):
+def test_an_unreachable_endpoint_drops_the_spans_and_exits_1_within_the_otlp_timeout(
+        tmp_path: Path):
     events = replay("claude", CLAUDE_SHELL, tmp_path / "claude.jsonl")
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
+    started = time.monotonic()
     r = export("--from-file", str(events), "--endpoint", f"http://127.0.0.1:{port}",
-               "--retries", "1")
+               env=_env(OTEL_EXPORTER_OTLP_TIMEOUT="2"))
     assert r.returncode == 1
     assert "dropped 2 span(s)" in r.stderr
+    assert time.monotonic() - started < 30  # two seconds of retries, not the default ten
+
+
+def test_an_endpoint_that_is_not_a_url_is_a_usage_error(tmp_path: Path):
+    events = replay("claude", CLAUDE_SHELL, tmp_path / "claude.jsonl")
+    for bad in ("not-a-url", "http://", "http://127.0.0.1:port"):
+        r = export("--from-file", str(events), "--endpoint", bad)
+        assert r.returncode == 2, r.stderr
+        [line] = [x for x in r.stderr.splitlines() if x.startswith("Error")]
+        assert "OTLP endpoint" in line and "Traceback" not in r.stderr
+
+
+def test_events_without_capture_times_are_refused_not_dated_1970(receiver: Receiver,
+                                                                  tmp_path: Path):
+    events = replay("claude", CLAUDE_SHELL, tmp_path / "claude.jsonl", stamp=False)
+    assert '"createdAt":"1970-01-01T00:00:00.000Z"' in events.read_text()
+    r = export("--from-file", str(events), "--endpoint", receiver.url)
+    assert r.returncode == 1 and receiver.seen == []
+    assert "had no capture times" in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def _env(**extra: str) -> dict[str, str]:
+    return {"PATH": "/usr/bin:/bin", **extra}
+
+
+def test_the_standard_otlp_settings_headers_compression_and_certificate_apply(
+        tmp_path: Path):
+    events = replay("claude", CLAUDE_SHELL, tmp_path / "claude.jsonl")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    with Receiver(tls=(cert, key)) as r:
+        env = _env(OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=f"{r.url}/v1/traces",
+                   OTEL_EXPORTER_OTLP_HEADERS="x-tenant=fleet%20a,authorization=Bearer t0k",
+                   OTEL_EXPORTER_OTLP_COMPRESSION="gzip",
+                   OTEL_EXPORTER_OTLP_CERTIFICATE=str(cert))
+        done = export("--from-file", str(events), env=env)
+        assert done.returncode == 0, done.stderr
+        # without the certificate, the receiver's is not trusted: nothing is delivered
+        env.pop("OTEL_EXPORTER_OTLP_CERTIFICATE")
+        env["OTEL_EXPORTER_OTLP_TIMEOUT"] = "2"
+        untrusted = export("--from-file", str(events), env=env)
+    [headers] = r.headers
+    assert headers["x-tenant"] == "fleet a" and headers["authorization"] == "Bearer t0k"
+    assert headers["content-encoding"] == "gzip"
+    assert sorted(s.name for s in r.spans()) == ["execute_tool Bash", "invoke_agent claude"]
+    assert untrusted.returncode == 1 and "dropped 2 span(s)" in untrusted.stderr
 
 
 def test_bad_lines_are_skipped_and_the_rest_exported(receiver: Receiver, tmp_path: Path):
@@ -281,8 +366,7 @@ def test_bad_lines_are_skipped_and_the_rest_exported(receiver: Receiver, tmp_pat
 
 def test_the_endpoint_comes_from_the_otel_environment(receiver: Receiver, tmp_path: Path):
     events = replay("claude", CLAUDE_SHELL, tmp_path / "claude.jsonl")
-    env = {"PATH": "/usr/bin:/bin", "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url,
-           "OTEL_SERVICE_NAME": "fleet-a"}
+    env = _env(OTEL_EXPORTER_OTLP_ENDPOINT=receiver.url, OTEL_SERVICE_NAME="fleet-a")
     assert export("--from-file", str(events), env=env).returncode == 0
     [request] = receiver.requests
     assert {kv.key: kv.value.string_value for kv in
@@ -328,8 +412,9 @@ def test_spans_of_a_session_read_from_agents_canonical(settings, worker, receive
     # no `t` in the capture: times are the records' broker timestamps
     assert 0 < turn.start_time_unix_nano <= tool.start_time_unix_nano
     assert tool.end_time_unix_nano <= turn.end_time_unix_nano
-    # the same events from a file give the same ids
-    from_file = build_spans(json.loads(line) for line in offline)
+    # the same events from a file give the same ids (whatever their times)
+    offline_builder = SpanBuilder()
+    from_file = [s for line in offline for s in offline_builder.feed(json.loads(line), 1)]
     assert {(s.trace_id, s.span_id) for s in from_file} == {(s.trace_id, s.span_id)
                                                             for s in spans}
 
@@ -405,6 +490,26 @@ def test_approvals_are_events_on_the_tool_span_they_gate():
     assert dict(tool.events[1].attributes)["canonflow.request.wait_ms"] == 2000
     assert tool.attrs()["error.type"] == "declined" and tool.status_code == 2
     assert turn.events == () and turn.status_code == 0
+
+
+def test_epoch_events_take_their_record_time_or_are_refused():
+    undated = [{**e, "createdAt": "1970-01-01T00:00:00.000Z"} for e in _codex_turn(1, 1, 10, 1)]
+    with pytest.raises(NoEventTime, match="had no capture times"):
+        build_spans(undated)
+    builder = SpanBuilder()
+    spans = [s for i, e in enumerate(undated) for s in builder.feed(e, T0_MS + i)]
+    assert [(s.start_ns, s.end_ns) for s in spans] == [(T0_MS * 10**6, (T0_MS + 2) * 10**6)]
+
+
+def test_the_provider_name_is_the_model_provider_never_the_agent_runtime():
+    assert provider_name("claude", None) == "anthropic"
+    assert provider_name("codex", "gpt-5.5", "azure") == "azure"  # Codex's modelProvider
+    assert provider_name("opencode", "anthropic/claude-haiku-4-5") == "anthropic"
+    assert provider_name("opencode", "google/gemini-3-pro") == "gcp.gemini"
+    assert provider_name("acp", "claude-sonnet-4-5") == "anthropic"
+    assert provider_name("amp", "gpt-5") == "openai"
+    assert provider_name("acp", "Gemini-3-Flash") == "gcp.gemini"
+    assert provider_name("acp", None) == provider_name("amp", "house-model") == "_OTHER"
 
 
 def test_traces_url_follows_the_otlp_exporter_environment():

@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 
+from pipeline.cluster.broker import EmbeddedBroker
 from pipeline.settings import Settings
 from pipeline.tools.kafka_io import produce, records_from_file
 from pipeline.tools.replay import replay
@@ -36,6 +37,8 @@ ROOT = Path(__file__).resolve().parents[2]
 CAPTURED = ROOT / "tests" / "fixtures" / "captured" / "codex"
 SHELL = CAPTURED / "codex-app-server__tool_shell.capture.jsonl"
 APPROVAL = CAPTURED / "codex-app-server__approval_accept.capture.jsonl"
+FILE_WRITE = CAPTURED / "codex-app-server__file_write.capture.jsonl"
+FAILED_TURN = ROOT / "tests" / "adapters" / "goldens" / "codex-exec" / "error_turn_failed.in.jsonl"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
@@ -49,6 +52,16 @@ def chat_records(path: Path, session: str, provider: str = "codex") -> list[byte
         replay(provider, [(str(path), fh)], out, err, fmt="capture", session=session,
                view="chat")
     return out.getvalue().splitlines()
+
+
+def declined(tmp_path: Path) -> Path:
+    """The approval capture with the user's answer turned into a refusal: the client's
+    `{"decision": "accept"}` reply becomes `{"decision": "decline"}` (Codex's own word)."""
+    out = tmp_path / "codex-app-server__approval_decline.capture.jsonl"
+    text = APPROVAL.read_text()
+    assert text.count('"result":{"decision":"accept"}') == 1
+    out.write_text(text.replace('"result":{"decision":"accept"}', '"result":{"decision":"decline"}'))
+    return out
 
 
 def artifacts_dir() -> Path:
@@ -344,7 +357,8 @@ def produce_from_thread(settings: Settings, session: str, records: list[Any]) ->
 
 
 @contextlib.contextmanager
-def chromium_page(url: str, name: str) -> Iterator[Any]:
+def chromium_page(url: str, name: str, viewport: tuple[int, int] = (1280, 860)
+                  ) -> Iterator[Any]:
     """A page of a real headless Chromium (Debian's, driven by Playwright) opened at
     `url`; on failure its screenshot goes to the artefacts as NAME-failure.png."""
     executable = _chromium_or_skip()
@@ -353,17 +367,23 @@ def chromium_page(url: str, name: str) -> Iterator[Any]:
     except ImportError:
         pytest.fail("playwright is a test dependency: pip install 'playwright>=1.40' "
                     "(the system chromium is used; no `playwright install`)")
+    console_errors: list[str] = []
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=executable, headless=True,
                                      args=CHROMIUM_ARGS)
         try:
-            page = browser.new_page(viewport={"width": 1280, "height": 860})
+            page = browser.new_page(viewport={"width": viewport[0], "height": viewport[1]})
+            page.on("console", lambda m: m.type == "error" and console_errors.append(m.text))
+            page.on("pageerror", lambda e: console_errors.append(str(e)))
             page.set_default_timeout(WAIT * 1000)
             try:
                 page.goto(url)
                 # the page's own stream is up (the broker may still be connecting)
-                page.wait_for_selector("#conn[data-conn='live'], #conn[data-conn='broker']")
+                page.wait_for_selector("#conn[data-conn='live'], #conn[data-conn='broker'], "
+                                       "#conn[data-conn='connecting']")
                 yield page
+                # no script error, no request the content security policy refused
+                assert console_errors == [], console_errors
             except BaseException:
                 page.screenshot(path=str(artifacts_dir() / f"{name}-failure.png"),
                                 full_page=True)
@@ -402,10 +422,13 @@ def test_the_page_shows_a_session_as_a_live_chat(settings, ui_server):
         assert tool.locator(".output-text").is_visible()
         assert tool.locator(".output-text").inner_text().strip() == "fixture-ok"
 
-        # the done state: the final answer, and the session's state in list and header
+        # the done state: the last message is marked as the final answer, not repeated
         final = chat.locator(".final")
         final.wait_for()
-        assert "The command printed fixture-ok. All done." in final.inner_text()
+        assert final.inner_text().strip() == "Done"
+        assert chat.locator(".msg.final-answer .body").inner_text() == \
+            "The command printed fixture-ok. All done."
+        assert chat.inner_text().count("The command printed fixture-ok. All done.") == 1
         page.wait_for_selector(f"li.session[data-session-id='{session}'][data-state='done']")
         page.wait_for_selector("#session-state[data-state='done']")
         assert page.locator("#session-state").inner_text() == "done"
@@ -426,6 +449,17 @@ def test_the_page_highlights_a_pending_approval_until_it_is_resolved(settings, u
         pending.wait_for()
         assert "Approval needed" in pending.inner_text()
         assert "touch fixture-approval.txt" in pending.locator(".approval-detail").inner_text()
+        # in words, not the runtime's names, and before the tool call it gates
+        assert page.locator("#chat .tool.awaiting .tool-status").inner_text() == \
+            "waiting for approval"
+        what = pending.locator(".approval-what").inner_text()
+        assert what == "The agent asks to run a command (Bash)"
+        assert "command_execution_approval" not in pending.inner_text()
+        assert page.evaluate("""() => {
+            const kids = [...document.querySelector('#chat').children];
+            return kids.indexOf(document.querySelector('#chat .approval'))
+                < kids.indexOf(document.querySelector('#chat .tool'));
+        }""")
         page.wait_for_selector("#session-state[data-state='waiting_approval']")
         assert page.locator("#session-state").inner_text() == "waiting for approval"
         page.wait_for_selector(
@@ -434,15 +468,17 @@ def test_the_page_highlights_a_pending_approval_until_it_is_resolved(settings, u
 
         # the decision and the rest of the turn
         produce_from_thread(settings, session, records[cut:])
-        page.locator("#chat .approval.resolved").wait_for()
+        page.locator("#chat .approval.resolved.allowed").wait_for()
         assert page.locator("#chat .approval.pending").count() == 0
-        assert "decision: accept" in page.locator("#chat .approval").inner_text()
-        assert "Approval allowed" in page.locator("#chat .approval").inner_text()
+        assert page.locator("#chat .approval .approval-title").inner_text() == "✓ Allowed" or \
+            page.locator("#chat .approval .approval-title").inner_text() == "Allowed"
+        assert page.locator("#chat .tool.denied").count() == 0
         # what the user asked heads the chat
         assert "FIXTURE turn 1: please do the scripted fixture task." in \
             page.locator("#chat .msg.user").inner_text()
         page.wait_for_selector("#session-state[data-state='done']")
-        assert "Finished with the approval step." in page.locator("#chat .final").inner_text()
+        assert "Finished with the approval step." in page.locator(
+            "#chat .msg.final-answer").inner_text()
 
 
 def test_the_page_says_when_the_broker_is_unreachable(settings):
@@ -450,6 +486,147 @@ def test_the_page_says_when_the_broker_is_unreachable(settings):
     with UiServer(lambda: create_ui_app(unreachable)) as server, \
             chromium_page(server.url, "ui-no-broker") as page:
         page.wait_for_selector("#conn[data-conn='broker']")
-        assert page.locator("#conn").inner_text() == "broker unreachable"
-        assert "KafkaConnectionError" in (page.locator("#conn").get_attribute("title") or "")
+        assert page.locator("#conn").inner_text() == "disconnected"
+        assert "127.0.0.1:1" in (page.locator("#conn").get_attribute("title") or "")
         assert page.locator("#no-sessions").is_visible()
+
+
+def test_the_header_says_disconnected_within_seconds_of_the_broker_going_away(tmp_path):
+    broker = EmbeddedBroker(log_path=str(tmp_path / "tansu.log")).start()
+    try:
+        settings = Settings(broker=broker.url)
+        with UiServer(lambda: create_ui_app(settings)) as server, \
+                chromium_page(server.url, "ui-broker-gone") as page:
+            page.wait_for_selector("#conn[data-conn='live']")
+            broker.stop()
+            gone = time.monotonic()
+            page.wait_for_selector("#conn[data-conn='broker']", timeout=15_000)
+            took = time.monotonic() - gone
+            assert page.locator("#conn").inner_text() == "disconnected"
+            print(f"the header said disconnected {took:.1f} s after the broker stopped")
+    finally:
+        broker.stop()
+
+
+# ---- the page, fed from a store (no broker): what a reviewer reads -----------------
+
+#: An assistant message in Markdown, with HTML that must stay text.
+MARKDOWN = ("## Summary\n\nI changed **two** things in `fixture.txt`:\n\n"
+            "1. added a line\n2. kept the rest\n\n"
+            "```python\nprint('<b>not bold</b>')\n```\n\n"
+            "| file | lines |\n| --- | --- |\n| fixture.txt | 1 |\n\n"
+            "See [the docs](https://example.com/docs) and <img src=x onerror=alert(1)>"
+            "<script>alert(2)</script> [bad](javascript:alert(3)).")
+
+
+def markdown_record(session: str, seq: int) -> bytes:
+    return json.dumps({"type": "text", "session_id": session, "provider": "codex", "seq": seq,
+                       "event_id": f"md.{seq}", "source_event_id": "md", "turn_id": "t-md",
+                       "content": MARKDOWN, "accumulated": MARKDOWN, "phase": None,
+                       "item_id": "itm-md", "parent_tool_use_id": None}).encode()
+
+
+def store_of(*conversations: tuple[str, list[bytes]]) -> ChatStore:
+    store = ChatStore()
+    for _, records in conversations:
+        for value in records:
+            assert store.add(value, 1_764_000_000_000)
+    return store
+
+
+def test_the_page_renders_markdown_diffs_refusals_and_errors_once(tmp_path):
+    session = "ui-review"
+    # one session: a refused command, a file written, a Markdown reply, a failed turn
+    refused = chat_records(declined(tmp_path), session)
+    written = [json.loads(v) for v in chat_records(FILE_WRITE, session)]
+    failed = [json.loads(v) for v in chat_records(FAILED_TURN, session, "codex-exec")]
+    records = list(refused)
+    for r in [*written, *failed]:
+        r["seq"] = len(records) + 1
+        records.append(json.dumps(r).encode())
+    records.append(markdown_record(session, len(records) + 1))
+    store = store_of((session, records))
+    unreachable = Settings(broker="kafka://127.0.0.1:1")
+    with UiServer(lambda: create_ui_app(unreachable, consume=False, store=store)) as server, \
+            chromium_page(server.url + f"#session={session}", "ui-review",
+                          viewport=(1100, 1650)) as page:
+        chat = page.locator("#chat")
+        page.wait_for_selector("#chat[data-ready='true']")
+        page.wait_for_selector("#chat .md h4")
+
+        # the refusal: the approval denied, the command it gated marked as not run
+        denied = chat.locator(".approval.denied")
+        assert denied.locator(".approval-title").inner_text() in ("✕ Denied", "Denied")
+        assert denied.locator(".approval-title").get_attribute("title") == \
+            "the runtime's answer: decline"
+        bash = chat.locator(".tool.denied")
+        assert bash.locator(".tool-status").inner_text() == "not run: denied"
+        assert "touch fixture-approval.txt" in bash.locator(".tool-command").inner_text()
+
+        # the file change: its path in the header, a diff instead of the JSON input
+        change = chat.locator(".tool.file-change")
+        assert change.locator(".tool-path").inner_text() == "/sandbox/workspace/fixture.txt"
+        assert change.locator(".diff-add").inner_text().strip() == "+hello fixture"
+        assert change.locator(".diff-stat").inner_text() == "+1 −0"
+        assert change.locator(".tool-input").count() == 0
+        assert "\"changes\"" not in change.inner_text()
+
+        # the failed turn: the error twice in the stream, once on the page, not repeated
+        # by the turn's end; the retry notice quiet
+        errors = chat.locator(".error:not(.retrying)")
+        assert errors.count() == 1 and errors.get_attribute("data-count") == "2"
+        assert errors.locator(".error-title").inner_text() == "Provider error"
+        assert chat.inner_text().count("stream disconnected before completion") == 2  # + retry
+        assert chat.locator(".error.retrying").count() == 1
+        assert chat.locator(".final.failed").count() == 1
+
+        # Markdown: structure rendered, HTML left as text, unsafe links as text
+        body = chat.locator(".msg.assistant .md").last
+        assert body.locator("h4").inner_text() == "Summary"
+        assert body.locator("strong").inner_text() == "two"
+        assert body.locator("p code").first.inner_text() == "fixture.txt"
+        assert body.locator("ol li").all_inner_texts() == ["added a line", "kept the rest"]
+        assert body.locator("pre code").inner_text() == "print('<b>not bold</b>')"
+        assert body.locator("table td").all_inner_texts() == ["fixture.txt", "1"]
+        link = body.locator("a")
+        assert link.count() == 1 and link.get_attribute("href") == "https://example.com/docs"
+        assert link.get_attribute("rel") == "noopener noreferrer nofollow"
+        assert "<img src=x onerror=alert(1)><script>alert(2)</script>" in body.inner_text()
+        assert "[bad](javascript:alert(3))" in body.inner_text()
+        assert page.locator("#chat img, #chat script, #chat b").count() == 0
+        page.screenshot(path=str(artifacts_dir() / "ui-review.png"), full_page=True)
+
+
+def test_the_page_works_on_a_phone(tmp_path):
+    session = "ui-phone"
+    store = store_of((session, chat_records(declined(tmp_path), session)))
+    unreachable = Settings(broker="kafka://127.0.0.1:1")
+    with UiServer(lambda: create_ui_app(unreachable, consume=False, store=store)) as server, \
+            chromium_page(server.url, "ui-phone", viewport=(390, 844)) as page:
+        item = page.locator(f"li.session[data-session-id='{session}']")
+        item.wait_for()
+        assert page.locator("#chat").is_hidden()  # the list fills the screen
+        page.screenshot(path=str(artifacts_dir() / "ui-phone-list.png"))
+        item.locator("button").click()
+        page.wait_for_selector("#chat .final")
+        assert page.locator(".sidebar").is_hidden() and page.locator("#back").is_visible()
+        # nothing wider than the screen: no sideways scrolling
+        assert page.evaluate("document.scrollingElement.scrollWidth") <= 390
+        assert page.locator("#chat").bounding_box()["width"] <= 390
+        page.screenshot(path=str(artifacts_dir() / "ui-phone.png"), full_page=True)
+        page.locator("#back").click()
+        item.wait_for()
+        assert page.locator(".sidebar").is_visible()
+
+
+def test_the_favicon_is_served_and_the_page_names_it():
+    with UiServer(lambda: create_ui_app(Settings(broker="kafka://127.0.0.1:1"),
+                                        consume=False)) as server:
+        for path in ("favicon.ico", "static/favicon.svg"):
+            with urllib.request.urlopen(server.url + path, timeout=30) as resp:
+                assert resp.headers["Content-Type"].startswith("image/svg+xml")
+                assert resp.read().startswith(b"<svg")
+        with urllib.request.urlopen(server.url, timeout=30) as resp:
+            page = resp.read().decode()
+        assert '<link rel="icon" href="/static/favicon.svg"' in page
+        assert "default-src 'self'; script-src 'self'" in page  # the policy is kept

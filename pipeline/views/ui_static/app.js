@@ -1,10 +1,11 @@
-// canonflow live chat view: plain JS, no build step, no dependencies.
+// canonflow live chat view: plain JS, no build step, nothing loaded from elsewhere.
 //
 // Two Server-Sent Event streams: /events (the session list: a full snapshot, then
 // one summary per change) and /events?session=ID (the session's chat records, oldest
 // first, then live). A dropped stream reconnects by itself; the browser sends
 // Last-Event-ID (the last seq it got) and the server sends only what was missed.
-// Every piece of record text goes into the page through textContent, never as HTML.
+// Record text reaches the page through textContent (markdown.js builds assistant text
+// the same way), never as HTML.
 "use strict";
 
 const STATE_LABEL = {
@@ -15,8 +16,51 @@ const STATE_LABEL = {
   failed: "failed",
 };
 
+// What an approval asks for, in words (the chat's request_type is the runtime's kind).
+const REQUEST_WHAT = {
+  command_execution_approval: "run a command",
+  exec_command_approval: "run a command",
+  file_change_approval: "change a file",
+  apply_patch_approval: "apply a patch",
+  dynamic_tool_call: "use a tool",
+  auth_tokens_refresh: "refresh its sign-in",
+  tool_user_input: "ask you something",
+};
+
+// A resolved approval's shared outcome, whatever the runtime's own word (`decision`).
+const OUTCOME = {
+  accept: { allowed: true, label: "Allowed" },
+  accept_for_session: { allowed: true, label: "Allowed for this session" },
+  decline: { allowed: false, label: "Denied" },
+  cancel: { allowed: false, label: "Denied, and the turn stopped" },
+};
+
+// Tool names the runtime left out: the item's kind, in words.
+const ITEM_NAMES = {
+  command_execution: "Command",
+  file_change: "File change",
+  mcp_tool_call: "MCP tool",
+  dynamic_tool_call: "Tool",
+  collab_agent_tool_call: "Agent",
+  web_search: "Web search",
+  image_view: "Image",
+};
+
+// Approval options as runtimes send them, in words.
+const OPTION_WORDS = {
+  accept: "allow", acceptForSession: "allow for this session", decline: "deny",
+  cancel: "deny and stop", once: "allow once", always: "always allow", reject: "deny",
+  allow: "allow", deny: "deny", approved: "allow", approved_for_session: "allow for this session",
+  denied: "deny", abort: "deny and stop",
+};
+
+const MODE_WORDS = {
+  acceptEdits: "accept edits", bypassPermissions: "bypass permissions", plan: "plan",
+  default: "ask every time",
+};
+
 const sessions = new Map(); // session_id -> summary from the server
-let current = null; // {id, source, items: Map(key -> element), nextSeq}
+let current = null; // the open session: see openSession
 let listDirty = false;
 
 function el(tag, className, text) {
@@ -24,6 +68,16 @@ function el(tag, className, text) {
   if (className) node.className = className;
   if (text !== undefined && text !== null) node.textContent = text;
   return node;
+}
+
+// camelCase / snake_case / kebab-case -> lower-case words
+function words(name) {
+  return String(name).replace(/([a-z0-9])([A-Z])/g, "$1 $2").replace(/[_-]+/g, " ").toLowerCase();
+}
+
+// A line of Markdown without its markers, for the list's one-line preview.
+function plain(text) {
+  return text.replace(/(^|\s)#{1,6}\s+/g, "$1").replace(/\*\*|__|~~|`+/g, "");
 }
 
 function ago(ms) {
@@ -38,24 +92,25 @@ function ago(ms) {
 
 function stateBadge(node, state) {
   node.dataset.state = state;
-  node.textContent = STATE_LABEL[state] || state;
+  node.textContent = STATE_LABEL[state] || words(state);
 }
 
-// ---- the session list ---------------------------------------------------------
+// ---- the connection state ------------------------------------------------------
 
 let streamUp = false;
-let brokerError = null; // null: the server reads agents.chat; else why it cannot
+let brokerError = "connecting"; // null: the server reads agents.chat; else why it cannot
 
 function showConn() {
   const conn = document.getElementById("conn");
   if (!streamUp) {
     conn.dataset.conn = "down";
-    conn.textContent = "reconnecting…";
-    conn.title = "the page lost its connection to canonflow ui";
+    conn.textContent = "disconnected";
+    conn.title = "the page lost its connection to canonflow ui; retrying";
   } else if (brokerError) {
-    conn.dataset.conn = "broker";
-    conn.textContent = brokerError === "connecting" ? "connecting to the broker…" : "broker unreachable";
-    conn.title = brokerError;
+    conn.dataset.conn = brokerError === "connecting" ? "connecting" : "broker";
+    conn.textContent = brokerError === "connecting" ? "connecting…" : "disconnected";
+    conn.title = brokerError === "connecting" ? "connecting to the broker"
+      : "the broker is unreachable: " + brokerError;
   } else {
     conn.dataset.conn = "live";
     conn.textContent = "live";
@@ -65,17 +120,22 @@ function showConn() {
 
 async function pollStatus() {
   try {
-    const status = await (await fetch("/api/status")).json();
-    brokerError = status.consumer.connected ? null : (status.consumer.error || "connecting");
+    const status = await (await fetch("/api/status", { cache: "no-store" })).json();
+    const probe = status.probe || {};
+    if (probe.reachable === false) brokerError = probe.error || "unreachable";
+    else if (!status.consumer.connected) brokerError = status.consumer.error || "connecting";
+    else brokerError = null;
   } catch (e) {
-    brokerError = null; // the stream's own state says the server is away
+    streamUp = false; // the server itself is away
   }
   showConn();
 }
 
+// ---- the session list ---------------------------------------------------------
+
 function connectList() {
   const source = new EventSource("/events");
-  source.onopen = () => { streamUp = true; showConn(); };
+  source.onopen = () => { streamUp = true; pollStatus(); };
   source.onerror = () => { streamUp = false; showConn(); };
   source.addEventListener("sessions", (e) => {
     sessions.clear();
@@ -125,7 +185,7 @@ function sessionItem(s) {
   when.dataset.ts = String(s.last_activity);
   bottom.append(badge, when);
   button.append(top, bottom);
-  if (s.preview) button.append(el("div", "preview", s.preview));
+  if (s.preview) button.append(el("div", "preview", plain(s.preview)));
   li.append(button);
   return li;
 }
@@ -157,7 +217,17 @@ function openSession(id) {
   chat.replaceChildren();
   chat.dataset.session = id;
   delete chat.dataset.ready;
-  current = { id, source: null, items: new Map(), nextSeq: 1 };
+  document.body.classList.add("reading"); // on a phone: the chat instead of the list
+  current = {
+    id,
+    source: null,
+    items: new Map(), // record key -> its element
+    texts: new Map(), // text key -> {raw, block, pending}
+    lastText: null, // the newest assistant message: {turn, raw, block}
+    errors: new Map(), // "turn|class|message" -> its card
+    denied: new Set(), // tool_use_ids an approval refused
+    nextSeq: 1,
+  };
   if (location.hash !== "#session=" + encodeURIComponent(id)) {
     history.replaceState(null, "", "#session=" + encodeURIComponent(id));
   }
@@ -179,6 +249,18 @@ function openSession(id) {
   renderList();
 }
 
+function closeSession() {
+  if (current && current.source) current.source.close();
+  current = null;
+  document.body.classList.remove("reading");
+  document.getElementById("session-header").hidden = true;
+  const chat = document.getElementById("chat");
+  chat.replaceChildren(el("p", "empty", "Select a session to read it as a chat."));
+  delete chat.dataset.session;
+  history.replaceState(null, "", location.pathname);
+  renderList();
+}
+
 function nearBottom() {
   const doc = document.scrollingElement || document.documentElement;
   const chat = document.getElementById("chat");
@@ -186,14 +268,17 @@ function nearBottom() {
     || doc.scrollHeight - doc.scrollTop - doc.clientHeight < 80;
 }
 
-function append(node, parentToolUseId) {
+// Add `node` to the chat (before `before`, when given), following the bottom if the
+// reader was there.
+function append(node, parentToolUseId, before) {
   const chat = document.getElementById("chat");
   const follow = nearBottom();
   if (parentToolUseId) {
     node.classList.add("nested");
     node.title = "inside tool call " + parentToolUseId;
   }
-  chat.append(node);
+  if (before && before.parentNode === chat) chat.insertBefore(node, before);
+  else chat.append(node);
   if (follow) chat.scrollTop = chat.scrollHeight;
   return node;
 }
@@ -207,27 +292,40 @@ function addRecord(r) {
   if (handler) handler(r); // unknown record types are ignored: newer server, older page
 }
 
+// ---- text: Markdown, re-rendered at most once a frame while it streams in ----------
+
 function streamText(r, kind) {
   const key = `${kind}:${r.item_id || r.turn_id || "-"}`;
-  let block = current.items.get(key);
-  if (!block) {
+  let t = current.texts.get(key);
+  if (!t) {
+    let block;
     if (kind === "text") {
       block = el("div", "msg assistant");
-      block.append(el("div", "who", "assistant"), el("div", "body"));
+      block.append(el("div", "who", "assistant"), el("div", "body md"));
     } else {
       block = el("details", "msg reasoning");
       block.open = true;
-      block.append(el("summary", "who", "thinking"), el("div", "body"));
+      block.append(el("summary", "who", "thinking"), el("div", "body md"));
     }
     append(block, r.parent_tool_use_id);
-    current.items.set(key, block);
+    t = { raw: "", block, pending: false };
+    current.texts.set(key, t);
   }
-  const body = block.querySelector(".body");
-  let text = body.textContent + (r.content || "");
+  let text = t.raw + (r.content || "");
   // accumulated is the whole text so far: it repairs a message whose start was dropped
   if (r.accumulated && r.accumulated !== text) text = r.accumulated;
-  body.textContent = text;
+  t.raw = text;
+  if (kind === "text") current.lastText = { turn: r.turn_id, raw: text, block: t.block };
+  if (!t.pending) {
+    t.pending = true;
+    requestAnimationFrame(() => {
+      t.pending = false;
+      t.block.querySelector(".body").replaceChildren(renderMarkdown(t.raw));
+    });
+  }
 }
+
+// ---- tools ----------------------------------------------------------------------
 
 function commandOf(input) {
   if (!input || typeof input !== "object") return null;
@@ -251,32 +349,96 @@ function toolCard(toolUseId, name, parentToolUseId) {
   card = el("div", "tool");
   card.dataset.toolUseId = toolUseId;
   const head = el("div", "tool-head");
-  head.append(el("span", "tool-name", name || "tool"), el("span", "tool-status", "running…"));
+  head.append(el("span", "tool-name", toolName(name)), el("span", "tool-status", "running…"));
   card.append(head);
   const output = el("details", "tool-output");
   output.append(el("summary", "", "output (pending)"), el("pre", "output-text"));
   card.append(output);
   append(card, parentToolUseId);
   current.items.set("tool:" + toolUseId, card);
+  if (current.denied.has(toolUseId)) markDenied(card);
   return card;
 }
 
-// Runtimes describe approval options differently: plain strings (codex, opencode),
-// {name, kind} (ACP), {type, mode|behavior} (Claude suggestions), {variant: {...}}.
-function optionLabel(o) {
-  if (typeof o === "string") return o;
-  if (!o || typeof o !== "object") return String(o);
-  if (typeof o.name === "string") return o.name;
-  if (typeof o.type === "string") {
-    const extra = o.mode || o.behavior;
-    return extra ? `${o.type} (${extra})` : o.type;
-  }
-  return Object.keys(o)[0] || "?";
+function toolName(name) {
+  return name ? (ITEM_NAMES[name] || name) : "tool";
 }
 
-// A resolved approval's shared outcome (accept, accept_for_session, decline, cancel):
-// allowed or not, whatever the runtime's own word (`decision`) was.
-const ALLOWED = { accept: true, accept_for_session: true, decline: false, cancel: false };
+// A unified diff as lines coloured by kind, and its +added/-removed counts.
+function diffView(diff) {
+  const pre = el("pre", "diff");
+  let added = 0;
+  let removed = 0;
+  for (const line of diff.replace(/\n$/, "").split("\n")) {
+    let kind = "ctx";
+    if (line.startsWith("+++") || line.startsWith("---")) kind = "file";
+    else if (line.startsWith("@@")) kind = "hunk";
+    else if (line.startsWith("+")) { kind = "add"; added++; }
+    else if (line.startsWith("-")) { kind = "del"; removed++; }
+    pre.append(el("span", "diff-" + kind, line + "\n"));
+  }
+  return { pre, added, removed };
+}
+
+// A file change: the paths in the card's header, the diff instead of the raw input.
+function showChange(card, paths, diff) {
+  const head = card.querySelector(".tool-head");
+  if (Array.isArray(paths) && paths.length) {
+    let where = head.querySelector(".tool-path");
+    if (!where) {
+      where = el("span", "tool-path");
+      head.insertBefore(where, head.querySelector(".tool-status"));
+    }
+    where.textContent = paths[0] + (paths.length > 1 ? ` (+${paths.length - 1} more)` : "");
+    where.title = paths.join("\n");
+  }
+  if (typeof diff !== "string" || !diff) return;
+  const view = diffView(diff);
+  let stat = head.querySelector(".diff-stat");
+  if (!stat) {
+    stat = el("span", "diff-stat");
+    head.insertBefore(stat, head.querySelector(".tool-status"));
+  }
+  stat.replaceChildren(el("span", "diff-added", `+${view.added}`),
+    el("span", "diff-removed", ` −${view.removed}`));
+  const old = card.querySelector("pre.diff");
+  if (old) old.replaceWith(view.pre);
+  else card.insertBefore(view.pre, card.querySelector(".tool-output"));
+  card.classList.add("file-change");
+  const input = card.querySelector(".tool-input");
+  if (input) input.remove(); // the diff says it better than the runtime's JSON
+}
+
+function markDenied(card) {
+  card.classList.add("denied");
+  card.querySelector(".tool-status").textContent = card.classList.contains("file-change")
+    ? "not applied: denied" : "not run: denied";
+}
+
+// ---- approvals --------------------------------------------------------------------
+
+function optionLabel(o) {
+  if (typeof o === "string") return OPTION_WORDS[o] || words(o);
+  if (!o || typeof o !== "object") return String(o);
+  if (typeof o.name === "string") return o.name; // ACP: the agent's own label
+  if (o.type === "setMode") {
+    const mode = MODE_WORDS[o.mode] || words(o.mode || "another");
+    return `switch to “${mode}” mode` + (o.destination === "session" ? " for this session" : "");
+  }
+  if (o.type === "addRules" && Array.isArray(o.rules)) {
+    const what = o.rules.map((x) => x.toolName + (x.ruleContent ? `(${x.ruleContent})` : ""));
+    return `always ${o.behavior === "deny" ? "deny" : "allow"} ${what.join(", ")}`;
+  }
+  if (typeof o.type === "string") return words(o.type);
+  const key = Object.keys(o)[0];
+  if (key === "acceptWithExecpolicyAmendment") return "allow, and commands like it from now on";
+  return key ? (OPTION_WORDS[key] || words(key)) : "?";
+}
+
+function approvalWhat(r) {
+  const what = REQUEST_WHAT[r.request_type] || "do something that needs your permission";
+  return `The agent asks to ${what}` + (r.tool_name ? ` (${toolName(r.tool_name)})` : "");
+}
 
 const RENDER = {
   user: (r) => {
@@ -289,30 +451,35 @@ const RENDER = {
 
   tool_use: (r) => {
     const card = toolCard(r.tool_use_id, r.name, r.parent_tool_use_id);
-    card.querySelector(".tool-name").textContent = r.name;
+    card.querySelector(".tool-name").textContent = toolName(r.name);
     const output = card.querySelector(".tool-output");
     const command = commandOf(r.input);
-    const subject = command === null ? subjectOf(r.input) : null;
+    const changed = typeof r.diff === "string" && r.diff;
+    const subject = command === null && !changed ? subjectOf(r.input) : null;
     if (command !== null) {
       card.insertBefore(el("pre", "tool-command", "$ " + command), output);
     } else if (subject !== null) {
       card.insertBefore(el("div", "tool-subject", subject), output);
     }
-    if (r.input !== null && r.input !== undefined && command === null) {
+    if (r.input !== null && r.input !== undefined && command === null && !changed) {
       const input = el("details", "tool-input");
       input.append(el("summary", "", "input"), el("pre", "", JSON.stringify(r.input, null, 2)));
       card.insertBefore(input, output);
     }
+    showChange(card, r.paths, r.diff);
+    if (current.denied.has(r.tool_use_id)) markDenied(card);
   },
 
   tool_result: (r) => {
     const card = toolCard(r.tool_use_id, null, r.parent_tool_use_id);
     const content = r.content || "";
     const lines = content ? content.replace(/\n$/, "").split("\n").length : 0;
-    card.classList.toggle("failed", !!r.is_error);
+    const denied = card.classList.contains("denied");
+    card.classList.toggle("failed", !!r.is_error && !denied);
     card.classList.add("finished");
+    if (!denied) showChange(card, r.paths, r.diff); // what was done, against the file
     const status = card.querySelector(".tool-status");
-    status.textContent = r.is_error ? "error" : "ok";
+    if (!denied) status.textContent = r.is_error ? "error" : "ok";
     const output = card.querySelector(".tool-output");
     output.querySelector("summary").textContent = r.is_error
       ? `error output · ${lines} line(s)`
@@ -328,36 +495,47 @@ const RENDER = {
       card.dataset.requestId = r.request_id;
       card.replaceChildren(el("div", "approval-title",
         r.state === "opened" ? "Approval needed" : "Approval"));
-      const what = [r.request_type, r.tool_name].filter(Boolean).join(" · ");
-      if (what) card.append(el("div", "approval-what", what));
+      card.append(el("div", "approval-what", approvalWhat(r)));
       if (r.detail) card.append(el("pre", "approval-detail", r.detail));
       if (Array.isArray(r.options) && r.options.length) {
-        const opts = r.options.map(optionLabel);
-        card.append(el("div", "approval-options", "options: " + opts.join(", ")));
+        card.append(el("div", "approval-options",
+          "Choices: " + r.options.map(optionLabel).join(" · ")));
       }
-      if (!card.isConnected) append(card);
+      // the approval reads before the tool call it gates
+      const tool = r.tool_use_id ? current.items.get("tool:" + r.tool_use_id) : null;
+      if (!card.isConnected) append(card, null, tool);
       current.items.set(key, card);
       if (r.tool_use_id) {
         card.dataset.toolUseId = r.tool_use_id;
-        const tool = current.items.get("tool:" + r.tool_use_id);
-        if (tool) tool.classList.add("awaiting");
+        if (tool && r.state === "opened" && !tool.classList.contains("finished")) {
+          tool.classList.add("awaiting");
+          tool.querySelector(".tool-status").textContent = "waiting for approval";
+        }
       }
     }
     if (r.state === "opened") {
       card.classList.add("pending");
       card.classList.remove("resolved");
-    } else {
-      card.classList.remove("pending");
-      card.classList.add("resolved");
-      const allowed = ALLOWED[r.outcome];
-      card.querySelector(".approval-title").textContent = allowed === undefined
-        ? "Approval resolved" : (allowed ? "Approval allowed" : "Approval denied");
-      if (allowed === false) card.classList.add("denied");
-      const said = r.outcome || r.decision || "?";
-      const native = r.decision && r.decision !== said ? ` (${r.decision})` : "";
-      card.append(el("div", "approval-decision", "decision: " + said + native));
-      const tool = current.items.get("tool:" + card.dataset.toolUseId);
-      if (tool) tool.classList.remove("awaiting");
+      return;
+    }
+    card.classList.remove("pending");
+    card.classList.add("resolved");
+    const outcome = OUTCOME[r.outcome];
+    const title = card.querySelector(".approval-title");
+    title.textContent = outcome ? outcome.label : "Answered";
+    if (r.decision) title.title = `the runtime's answer: ${r.decision}`;
+    card.classList.add(outcome ? (outcome.allowed ? "allowed" : "denied") : "unknown");
+    const toolId = card.dataset.toolUseId;
+    const tool = toolId ? current.items.get("tool:" + toolId) : null;
+    if (tool && tool.classList.contains("awaiting")) {
+      tool.classList.remove("awaiting");
+      if (!tool.classList.contains("finished")) {
+        tool.querySelector(".tool-status").textContent = "running…";
+      }
+    }
+    if (outcome && !outcome.allowed && toolId) {
+      current.denied.add(toolId);
+      if (tool) markDenied(tool);
     }
   },
 
@@ -367,7 +545,7 @@ const RENDER = {
     if (!card) {
       card = el("div", "question");
       card.dataset.requestId = r.request_id;
-      card.append(el("div", "approval-title", "Question for the user"));
+      card.append(el("div", "approval-title", "Question for you"));
       append(card);
       current.items.set(key, card);
     }
@@ -377,34 +555,65 @@ const RENDER = {
     } else {
       card.classList.remove("pending");
       card.classList.add("resolved");
-      card.append(el("pre", "question-answer", "answer: " + JSON.stringify(r.answers, null, 2)));
+      if (r.outcome && r.outcome !== "answered") card.classList.add("denied");
+      card.querySelector(".approval-title").textContent = r.outcome === "declined"
+        ? "Question declined" : (r.outcome === "cancelled" ? "Question cancelled" : "Answered");
+      if (r.answers !== null && r.answers !== undefined) {
+        card.append(el("pre", "question-answer", JSON.stringify(r.answers, null, 2)));
+      }
     }
   },
 
   error: (r) => {
-    const card = el("div", "error");
-    const title = "Error" + (r.error_class ? ` (${r.error_class})` : "")
-      + (r.will_retry ? " · retrying" : "");
-    card.append(el("div", "error-title", title), el("pre", "error-message", r.message));
+    // the same error again (a runtime that reports it twice) is shown once
+    const key = [r.turn_id, r.error_class, String(r.message || "").trim()].join("|");
+    const seen = current.errors.get(key);
+    if (seen) {
+      seen.dataset.count = String(Number(seen.dataset.count) + 1);
+      return;
+    }
+    const card = el("div", r.will_retry ? "error retrying" : "error");
+    card.dataset.count = "1";
+    const kind = r.error_class ? words(r.error_class) : "error";
+    const title = (r.will_retry ? "Retrying after a " : "") + kind;
+    card.append(el("div", "error-title", title.charAt(0).toUpperCase() + title.slice(1)),
+      el("pre", "error-message", r.message));
     append(card);
+    current.errors.set(key, card);
   },
 
   done: (r) => {
     const card = el("div", r.is_error ? "final failed" : "final");
     card.dataset.subtype = r.subtype;
-    card.append(el("div", "final-title",
-      (r.is_error ? "Turn failed" : "Final answer") + (r.subtype ? ` · ${r.subtype}` : "")));
-    const text = r.final_text || r.result;
-    if (text) card.append(el("div", "final-text", text));
+    const text = (r.final_text || r.result || "").trim();
+    const last = current.lastText;
+    // the final answer is the assistant's last message: marked there, not repeated
+    const shown = text && last && last.turn === r.turn_id && last.raw.trim() === text;
+    const repeatsError = text && [...current.errors.keys()].some(
+      (k) => k.startsWith(r.turn_id + "|") && k.endsWith("|" + text));
+    let title = r.is_error ? "Turn failed" : "Done";
+    if (r.subtype === "interrupted" || r.subtype === "cancelled") title = "Turn " + r.subtype;
+    card.append(el("div", "final-title", title));
+    if (shown) {
+      last.block.classList.add("final-answer");
+      last.block.querySelector(".who").textContent = "final answer";
+    } else if (text && !repeatsError) {
+      const body = el("div", "final-text md");
+      body.append(renderMarkdown(text));
+      card.append(body);
+    }
     append(card);
+    current.lastText = null;
   },
 };
 
 // ---- start --------------------------------------------------------------------
 
+document.getElementById("back").addEventListener("click", closeSession);
 connectList();
+showConn();
 pollStatus();
-setInterval(pollStatus, 5000);
+setInterval(pollStatus, 2000);
 {
   const m = /^#session=(.+)$/.exec(location.hash);
   if (m) openSession(decodeURIComponent(m[1]));
