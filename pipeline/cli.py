@@ -470,17 +470,56 @@ def demo(timeout: float) -> None:
               help="With --long: the sizes of the answer and the output (k = KiB, m = MiB).")
 @click.option("--long-providers", default="codex,claude,opencode,acp", show_default=True,
               help="With --long: the providers.")
+@click.option("--replay-messages", type=int, default=200_000, show_default=True,
+              help="Messages in the offline replay section's Claude stream-json file "
+                   "(0 skips it).")
+@click.option("--replay", "replay_only", is_flag=True,
+              help="Run only the offline replay section: canonflow replay beside a bare "
+                   "msgspec decode of the same file, and redaction's share of it.")
+@click.option("--latency", "latency_only", is_flag=True,
+              help="Run only the latency section: native messages offered at fixed rates to "
+                   "a worker, one per record; produce -> agents.canonical p50, p99, max "
+                   "(about 90 s).")
+@click.option("--latency-rates", default="100,1000,5000", show_default=True,
+              help="With --latency: the rates offered, native messages per second.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def bench(broker: str | None, partitions: int | None, messages: int, repeat: int, batch: int,
           fixtures: str | None, timeout: float, recovery_sessions: int, long_: bool,
-          long_sizes: str, long_providers: str, as_json: bool) -> None:
-    """Throughput and memory: adapter core, aiokafka and Faust ceilings, canonflow end to end.
+          long_sizes: str, long_providers: str, replay_messages: int, replay_only: bool,
+          latency_only: bool, latency_rates: str, as_json: bool) -> None:
+    """Throughput and memory: adapter core, aiokafka and Faust ceilings, canonflow end to end,
+    the offline replay against a bare decode.
 
-    With --long, only the long-session workload (pipeline/tools/bench_long.py)."""
+    With --long, only the long-session workload (pipeline/tools/bench_long.py); with
+    --replay, only the offline replay (bench_replay.py); with --latency, only the
+    latency at fixed rates (bench_latency.py)."""
     import json
     from pathlib import Path
 
     settings = _settings(broker=broker, partitions=partitions)
+    say = lambda s: click.echo(s, err=True)  # noqa: E731
+    if replay_only:
+        from pipeline.tools.bench_replay import format_replay_report, run_replay_bench
+
+        result = run_replay_bench(replay_messages or 200_000, repeat, say)
+        click.echo(json.dumps(result, indent=2) if as_json
+                   else "\n".join(format_replay_report(result)))
+        return
+    if latency_only:
+        from pipeline.tools.bench_latency import format_latency_report, run_latency_bench
+
+        try:
+            rates = [int(r) for r in latency_rates.split(",") if r.strip()]
+        except ValueError:
+            rates = []
+        if not rates or min(rates) < 1:
+            raise click.BadParameter("positive integers, comma-separated",
+                                     param_hint="--latency-rates")
+        result = run_latency_bench(settings, rates=rates,
+                                   fixtures=Path(fixtures) if fixtures else None, say=say)
+        click.echo(json.dumps(result, indent=2) if as_json
+                   else "\n".join(format_latency_report(result)))
+        return
     if long_:
         from pipeline.tools.bench_long import (
             CAPTURES,
@@ -508,8 +547,8 @@ def bench(broker: str | None, partitions: int | None, messages: int, repeat: int
 
     result = run_bench(settings, messages=messages, repeat=repeat, batch=batch,
                        fixtures=Path(fixtures) if fixtures else None, timeout=timeout,
-                       say=lambda s: click.echo(s, err=True),
-                       recovery_sessions=recovery_sessions)
+                       say=say, recovery_sessions=recovery_sessions,
+                       replay_messages=replay_messages)
     click.echo(json.dumps(result, indent=2) if as_json else format_report(result))
 
 

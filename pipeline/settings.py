@@ -52,6 +52,10 @@ class Settings(Struct, frozen=True, kw_only=True):
     #: Records per agent batch, and how long (seconds) a batch waits to fill.
     batch_max: int = 500
     batch_within: float = 0.01
+    #: The longest (seconds) a fetch of the worker's consumer waits for records. Kafka
+    #: answers a fetch as soon as a record arrives; a broker that waits it out (the
+    #: embedded Tansu) holds each record up to this long (Faust's own: 1.5 s).
+    fetch_max_wait: float = 0.05
     #: Records larger than this go to the dead-letter topic untranslated.
     max_record_bytes: int = 1024 * 1024
     #: The most one item's pending text or output keeps (UTF-8 bytes): past it the

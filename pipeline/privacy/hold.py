@@ -43,36 +43,115 @@ _HOLD_TAILS = [re.compile(p) for p in (
 )]
 
 
-# the starts of the keywords and of the lowercase key prefixes, and of the key prefixes
-# that are cased (AKIA, eyJ): a last word that is one may become one
-_WORD_STARTS = tuple(sorted({w[:n].lower() for w in (*_KEYWORDS, *_TOKEN_PREFIXES, "pwd")
-                             for n in range(1, len(w) + 1)}))
-_CASED_STARTS = tuple(sorted({w[:n] for w in _TOKEN_PREFIXES if w != w.lower()
-                              for n in range(1, len(w) + 1)}))
+# what the last alternative of _HOLD_TAILS matches, whole (as written: it is not
+# case-blind), and the key prefixes without "-" (those with one need a "-" in the tail)
+_STARTS = frozenset(w[:n] for w in (*_KEYWORDS, *_TOKEN_PREFIXES, "github_pat_")
+                    for n in range(1, len(w) + 1))
+_PLAIN_PREFIXES = tuple(p for p in _TOKEN_PREFIXES if "-" not in p)
+_NON_WORD = re.compile(r"\W")
 _HOLD_TAIL = re.compile("|".join(f"(?:{rx.pattern})" for rx in _HOLD_TAILS))
+_PREFIX, _ASSIGNMENT, _FLAG, _URL, _START, _BEGIN = _HOLD_TAILS
+_KEYWORD = re.compile("(?i:" + "|".join(re.escape(k) for k in (*_KEYWORDS, "pwd")) + ")")
 
 
 def hold_point(text: str) -> int:
     """Where the tail of `text` that may be the start of a secret begins (len(text):
     none). Pure and deterministic: replay and the worker hold back the same. Only the
     last three words can hold one (a key, its separator, its value), so only they are
-    scanned: a few microseconds whatever the delta's size."""
+    scanned: a few microseconds whatever the delta's size, and about one for most
+    deltas, which never reach the regex (`_may_start` says why that misses nothing).
+
+    The conversation core asks twice about most deltas (the delta, then the same string
+    as its stream's spooled chunk): the last answer is kept for the very same string
+    object (kept alive here, so its identity cannot be reused), which halves the calls'
+    cost; a pure function, so the answer is the same."""
+    global _last
+    last = _last
+    if text is last[0]:
+        return last[1]
+    cut = _hold_point(text)
+    _last = (text, cut)
+    return cut
+
+
+_last: tuple[str | None, int] = (None, 0)
+
+
+def _hold_point(text: str) -> int:
     n = len(text)
     cut = n
     key = text.rfind("-----BEGIN", max(0, n - HOLD_KEY))
     if key >= 0 and text.find("-----END", key) < 0:
         cut = key
     floor = max(0, n - HOLD_SCAN)
-    words = text[floor:].rsplit(maxsplit=3)  # [what comes before, and] the last three
+    window = text[floor:]
+    # the regexes' "$" matches at the end and before a last "\n": a word that ends
+    # there ends where they may match
+    end = n - 1 if text.endswith("\n") else n
+    worded = end > floor and not text[end - 1].isspace()
+    if not (":" in window or "=" in window or "-" in window):
+        # the tail (within the window) has none either: only its last word may hold
+        if not worded or not _may_start(window.rsplit(maxsplit=1)[-1]):
+            return cut
+    words = window.rsplit(maxsplit=3)  # [what comes before, and] the last three
     start = floor + len(words[0]) if len(words) == 4 else floor
     tail = text[start:]
-    # most deltas end in a plain word: no separator a secret assignment needs, and no
-    # last word that begins a key's prefix or a keyword (C string methods, no regex)
-    if not (":" in tail or "=" in tail or "-" in tail
-            or tail[tail.rfind(" ") + 1:].lstrip("\"'(`").lower().startswith(_WORD_STARTS)
-            or tail[tail.rfind(" ") + 1:].lstrip("\"'(`").startswith(_CASED_STARTS)):
+    if not (":" in tail or "=" in tail or "-" in tail) \
+            and (not worded or not _may_start(words[-1])):
         return cut
-    m = _HOLD_TAIL.search(text, start)
-    if m is not None and m.start() < cut:
-        cut = m.start()
-    return cut
+    return min(cut, _tail_start(text, start, tail, words[-1] if worded else "", end))
+
+
+def _tail_start(text: str, start: int, tail: str, last: str, end: int) -> int:
+    """Where _HOLD_TAIL's first match from `start` begins (len(text): none), each of its
+    alternatives tried only where it can match. Its search returns the leftmost start
+    at which an alternative matches, so the least of each alternative's leftmost start
+    is the same. An assignment needs a keyword and ":" or "=" in the tail, a URL "://",
+    a command line's flag "--" or "-p", a key's BEGIN "-----"; a key prefix and the
+    start of a keyword or prefix match in the last word (`_may_start`), so they are
+    tried at its starts only: where it begins and after each of its non-word
+    characters (anywhere else a word character comes before: their look-behind fails)."""
+    best = len(text)
+    colon, dash = ":" in tail, "-" in tail
+    for rx, needed in ((_ASSIGNMENT, (colon or "=" in tail) and _KEYWORD.search(tail)),
+                       (_URL, colon and "://" in tail),
+                       (_FLAG, dash and ("--" in tail or "-p" in tail)),
+                       (_BEGIN, dash and "-----" in tail)):
+        if needed:
+            m = rx.search(text, start)
+            if m is not None and m.start() < best:
+                best = m.start()
+    if last:  # the last word, ending at `end`
+        first = end - len(last)
+        for at in (first, *(first + m.end() for m in _NON_WORD.finditer(last))):
+            if at >= best:
+                break
+            # what each needs there, before its regex says (its look-behind, its "$")
+            if (text.startswith(_TOKEN_PREFIXES, at) and _PREFIX.match(text, at)) \
+                    or (text[at:end] in _STARTS and _START.match(text, at)):
+                return at
+    return best
+
+
+def _may_start(last: str) -> bool:
+    """False only when _HOLD_TAIL cannot match in a tail without ":", "=" or "-" whose
+    last word is `last` (the text not ending in whitespace, or in it and a last "\n").
+
+    Why skipping the regex then misses nothing: every alternative but two needs a ":",
+    "=" or "-" in what it matches (an assignment's separator, a URL's "://", a command
+    line's "--" or "-p", a key's BEGIN dashes, a prefix such as "sk-"). The two others
+    (a key's prefix and its characters to the end; the start of a keyword or of a
+    prefix, whole) match no whitespace, end where the text ends and start where no
+    word character comes before: so in the last word, at its start or right after one
+    of its non-word characters, beginning with one of the key prefixes (those without
+    "-") or being, whole, one of _STARTS. Each such start is tried; a plain word (the
+    most common last word) has one."""
+    if last in _STARTS or last.startswith(_PLAIN_PREFIXES):
+        return True
+    if last.isalnum():  # \w is alphanumeric or "_": no other start in it
+        return False
+    for m in _NON_WORD.finditer(last):
+        rest = last[m.end():]
+        if rest in _STARTS or rest.startswith(_PLAIN_PREFIXES):
+            return True
+    return False

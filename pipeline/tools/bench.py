@@ -7,7 +7,12 @@ copied into many sessions, so text deltas dominate, with tools and approvals):
 2. a bare aiokafka consume -> produce passthrough: the broker's ceiling here;
 3. a plain Faust agent forwarding each record: Faust's per-record ceiling;
 4. the canonflow worker end to end (raw topics -> agents.canonical and agents.chat),
-   with one native message per record and with batched records.
+   with one native message per record and with batched records;
+5. `canonflow replay` on one long Claude stream-json file beside a bare msgspec decode
+   of it, and redaction's share (pipeline/tools/bench_replay.py).
+
+`--latency` measures, alone, produce -> agents.canonical latency at fixed rates
+(pipeline/tools/bench_latency.py); `--long`, long sessions (bench_long.py).
 
 Kafka rates are measured the same way for 2-4: an observer consumer notes when each
 output record arrives, and the rate is the input's native messages over the time
@@ -673,7 +678,7 @@ def measure_stall_scan(fixtures: Path, sessions: int = 10_000, repeat: int = 5
 
 def run_bench(settings: Settings, *, messages: int, repeat: int, batch: int,
               fixtures: Path | None, timeout: float, say: Callable[[str], None],
-              recovery_sessions: int = 100_000) -> dict[str, Any]:
+              recovery_sessions: int = 100_000, replay_messages: int = 0) -> dict[str, Any]:
     fixtures = fixtures or default_fixtures()
     sessions = build_workload(fixtures, messages)
     n = n_messages(sessions)
@@ -750,6 +755,11 @@ def run_bench(settings: Settings, *, messages: int, repeat: int, batch: int,
         say(f"table recovery: {recovery_sessions} sessions")
         result["recovery"] = measure_recovery(settings, recovery_sessions, timeout)
     result["stall_scan"] = measure_stall_scan(fixtures)
+    if replay_messages:
+        from pipeline.tools.bench_replay import run_replay_bench
+
+        say(f"offline replay: {replay_messages:,} claude stream-json messages")
+        result["replay"] = run_replay_bench(replay_messages, repeat, say)
     return result
 
 
@@ -814,4 +824,8 @@ def format_report(r: dict[str, Any]) -> str:
                   f"  tick ratio, each session 50x longer          "
                   f"{st['tick_ratio_length']:>9.2f}  "
                   f"(state {st['state_bytes']:,.0f} -> {st['state_bytes_long']:,.0f} bytes)"]
+    if "replay" in r:
+        from pipeline.tools.bench_replay import format_replay_report
+
+        lines += ["", *format_replay_report(r["replay"])]
     return "\n".join(lines)

@@ -60,3 +60,19 @@ def reference_apply(r: Redactor, encoded: bytes) -> bytes:
     doc = json.loads(encoded)
     new = _walk(r, doc)
     return encoded if new == doc else msgspec.json.encode(new)
+
+
+def reference_hold_point(text: str) -> int:
+    """hold_point without its shortcut: the tail's regex runs on every text."""
+    from pipeline.privacy.hold import _HOLD_TAIL, HOLD_KEY, HOLD_SCAN
+
+    n = len(text)
+    cut = n
+    key = text.rfind("-----BEGIN", max(0, n - HOLD_KEY))
+    if key >= 0 and text.find("-----END", key) < 0:
+        cut = key
+    floor = max(0, n - HOLD_SCAN)
+    words = text[floor:].rsplit(maxsplit=3)
+    start = floor + len(words[0]) if len(words) == 4 else floor
+    m = _HOLD_TAIL.search(text, start)
+    return min(cut, m.start()) if m is not None else cut

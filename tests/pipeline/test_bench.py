@@ -115,3 +115,46 @@ def test_both_ceilings_forward_every_record_through_the_broker(settings):
     sessions = build_workload(CAPTURED, 100)[:4]
     for kind in ("aiokafka", "faust"):
         assert run_passthrough(kind, settings, sessions, 1, timeout=120) > 0
+
+
+# -- issue 24: the offline replay section and the latency section ------------------------
+
+def test_the_replay_workload_is_a_long_claude_session_replay_translates_whole():
+    from pipeline.tools.bench_replay import claude_stream_json, replay_seconds
+
+    data = claude_stream_json(3000)
+    assert data.count(b"\n") >= 3000
+    assert 250 < len(data) / data.count(b"\n") < 600  # the captured mix's message size
+    assert data == claude_stream_json(3000)  # the same bytes every run
+    path = Path(__import__("tempfile").mkstemp(suffix=".jsonl")[1])
+    try:
+        path.write_bytes(data)
+        seconds, events = replay_seconds(str(path), redact=True)  # raises on a dead letter
+    finally:
+        path.unlink()
+    assert seconds > 0 and events > 2000
+
+
+def test_the_replay_section_reports_the_ratio_and_redactions_share():
+    from pipeline.tools.bench_replay import format_replay_report, run_replay_bench
+
+    r = run_replay_bench(2000, 2, lambda s: None)
+    assert len(r["per_run"]["replay_vs_bare_decode"]) == 2
+    assert 0 < r["replay_vs_bare_decode"] < 1
+    assert r["redaction"]["events"] > 1000 and r["redaction"]["deltas"] > 1000
+    text = "\n".join(format_replay_report(r))
+    assert "ratio replay/bare decode" in text and "redaction's share of replay" in text
+
+
+def test_latency_percentiles_are_per_rate_from_the_send_times():
+    from pipeline.tools.bench_latency import format_latency_report, summarize
+
+    phases = [{"rate": 100, "sent": 3, "start": 10.0, "end": 12.0, "offered_per_s": 1.5},
+              {"rate": 1000, "sent": 2, "start": 20.0, "end": 21.0, "offered_per_s": 2.0}]
+    arrivals = [(10_000.0, 10_010.0), (11_000.0, 11_020.0), (12_000.0, 12_030.0),
+                (20_000.0, 21_500.0), (21_000.0, 22_200.0)]
+    rows = summarize(phases, arrivals)
+    assert [(r["events"], r["p50_ms"], r["max_ms"]) for r in rows] == [(3, 20.0, 30.0),
+                                                                         (2, 1500.0, 1500.0)]
+    report = "\n".join(format_latency_report({"rates": rows, "p99_over_1s_at": 1000}))
+    assert "p99 passes 1 s at 1,000 msg/s" in report

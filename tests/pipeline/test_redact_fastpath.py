@@ -18,16 +18,22 @@ import re2
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pipeline.privacy.hold import _KEYWORDS, _STARTS, _TOKEN_PREFIXES
 from pipeline.privacy.redact import (
     ENVELOPE_FIELDS,
     RULES,
     SECRET_MEMBERS,
     Redactor,
+    hold_point,
     required_literals,
     secret_member,
 )
 from pipeline.tools.replay import Replayer
-from tests.pipeline.redact_reference import reference_apply, reference_text
+from tests.pipeline.redact_reference import (
+    reference_apply,
+    reference_hold_point,
+    reference_text,
+)
 from tests.pipeline.secret_corpus import CORPUS
 from topics.canonical import decode_event, encode_event
 
@@ -252,3 +258,36 @@ def test_redaction_cost_per_event_against_translation_on_the_captures(capsys):
               f"redaction {t_redact / n * 1e6:.1f} us/event "
               f"(reference path {t_reference / n * 1e6:.1f}); {hits} events past the prefilter")
     assert n == len(EVENTS) and decode_event(EVENTS[0])
+
+
+# -- the hold point's shortcut cannot skip a hold ---------------------------------------
+
+_STARTS_AND_PREFIXES = sorted(_STARTS | set(_TOKEN_PREFIXES) | set(_KEYWORDS))
+_hold_piece = st.one_of(st.sampled_from(_STARTS_AND_PREFIXES), st.sampled_from(SECRETS),
+                        st.sampled_from(TEXTS),
+                        st.text(alphabet=st.characters(codec="utf-8"), max_size=6),
+                        st.text(alphabet=" \t\n\"'()`.,;:=-_/+@éß\u00a0", max_size=3),
+                        st.sampled_from(["x" * 509, "word " * 102]))  # past HOLD_SCAN
+_delta = st.lists(_hold_piece, max_size=6).map("".join)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(_delta)
+def test_the_hold_point_is_the_reference_on_generated_deltas(text):
+    assert hold_point(text) == reference_hold_point(text)
+
+
+def test_the_hold_point_is_the_reference_on_captured_and_corpus_text():
+    texts = [d for e in EVENTS for d in [json.loads(e)["payload"].get("delta")] if d]
+    texts += [t[:i] for t in TEXTS for i in range(len(t) + 1)]
+    assert len(texts) > 1000
+    for t in texts:
+        assert hold_point(t) == reference_hold_point(t), t
+
+
+def test_a_key_prefix_after_punctuation_is_held():
+    # the shortcut before issue 24 read the last word from its last space and asked
+    # whether it began like a keyword: "foo.gh" let "gh" pass (and "p_..." in the next
+    # delta hid a GitHub token's start), as did "zz(gh", "bar/AKIA" and "q)ey"
+    for text in ("foo.gh", "zz(gh", "bar/AKIA", "q)ey", "x\ngh", "(ghp_12", "a.SG."):
+        assert hold_point(text) < len(text), text

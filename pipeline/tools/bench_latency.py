@@ -1,0 +1,263 @@
+"""`canonflow bench --latency`: how long a native message takes from its production to
+its canonical event being readable on agents.canonical, at a live pace.
+
+One worker (`canonflow run` as a child process, default settings, no web server) on a
+fresh embedded broker. A producer in a process of its own offers the bench's workload
+(the captured conversations copied into many sessions, interleaved as a fleet writes
+them, one native message per record) at a fixed rate for a few seconds; then, once the
+worker has caught up (no event for a second, at most _DRAIN s), the next rate, with
+sessions of its own. Every record's `t` header is the time it was handed to the
+producer (epoch ms, as `canonflow produce` and the runtimes' shippers set it): the
+worker stamps the events it translates from that record with it (createdAt). An
+observer in this process, reading agents.canonical from its end, notes when each event
+arrives: latency = arrival - createdAt, both on this machine's clock, in ms. Events
+held back (a delta's tail that may start a secret) are published with the record that
+releases them, and stamped with its time.
+
+Reported per rate: the rate actually offered, the events measured, p50, p99 and max;
+and the first rate at which p99 passes 1 s (none: not within the rates tried).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from pipeline.settings import Settings
+
+#: seconds each rate is offered (fewer messages at the low rates, the same minute)
+DEFAULT_RATES = (100, 1000, 5000)
+_SECONDS = {100: 10.0, 1000: 8.0}
+_DEFAULT_SECONDS = 5.0
+_DRAIN = 20.0  # the most seconds to wait for a rate's last events before the next rate
+
+
+def seconds_for(rate: int) -> float:
+    return _SECONDS.get(rate, _DEFAULT_SECONDS)
+
+
+# ---------------------------------------------------------------------------
+# The producer (a child process): records at a fixed rate
+# ---------------------------------------------------------------------------
+
+_PRODUCER_CHILD = """
+import asyncio, json, sys
+from pipeline.settings import from_env
+from pipeline.tools.bench_latency import produce_at_rate
+print(json.dumps(asyncio.run(produce_at_rate(from_env(), sys.argv[1], int(sys.argv[2])))))
+"""
+
+
+async def produce_at_rate(settings: Settings, fixtures: str, rate: int) -> dict[str, Any]:
+    """Offer the workload at `rate` for seconds_for(rate), one native message per
+    record, each record's `t` header its send time, its sessions this rate's own.
+    Returns what was offered."""
+    from aiokafka import AIOKafkaProducer
+
+    from pipeline.cluster.admin import kafka_client_kwargs
+    from pipeline.tools.bench import build_workload, interleaved
+    from topics.catalog import raw_topic
+    from topics.records import HEADER_ORIGIN, HEADER_TIME
+
+    n = int(rate * seconds_for(rate))
+    items = interleaved(build_workload(Path(fixtures), n), 1, lambda s: raw_topic(s.provider))
+    suffix = b"-%d" % rate
+    producer = AIOKafkaProducer(**kafka_client_kwargs(settings), linger_ms=0)
+    await producer.start()
+    try:
+        futures = []
+        start = time.time()
+        first = last = 0.0
+        for i in range(n):
+            wait = start + i / rate - time.time()
+            if wait > 0.0005:
+                await asyncio.sleep(wait)
+            topic, key, rec = items[i]
+            last = time.time()
+            first = first or last
+            headers = [(HEADER_ORIGIN, rec.origin.encode()),
+                       (HEADER_TIME, str(int(last * 1000)).encode())]
+            futures.append(await producer.send(topic, rec.value, key=key + suffix,
+                                               headers=headers))
+        await asyncio.gather(*futures)
+    finally:
+        await producer.stop()
+    return {"rate": rate, "sent": n, "start": first, "end": last,
+            "offered_per_s": n / max(last - first, 1e-6)}
+
+
+# ---------------------------------------------------------------------------
+# The observer: arrivals on agents.canonical
+# ---------------------------------------------------------------------------
+
+
+def _created_ms(value: bytes) -> float:
+    created = msgspec.json.decode(value, type=_Stamp).createdAt
+    return datetime.fromisoformat(created.replace("Z", "+00:00")).timestamp() * 1000
+
+
+class _Stamp(msgspec.Struct):
+    createdAt: str
+
+
+async def _arrivals(settings: Settings, ready: asyncio.Event, stop: Callable[[], bool],
+                    out: list[tuple[float, float]]) -> None:
+    """(createdAt ms, arrival ms) of every event that reaches agents.canonical after
+    `ready` is set, until `stop()`."""
+    from aiokafka import AIOKafkaConsumer
+
+    from pipeline.cluster.admin import kafka_client_kwargs
+    from topics.catalog import CANONICAL_TOPIC
+
+    consumer = AIOKafkaConsumer(CANONICAL_TOPIC, **kafka_client_kwargs(settings),
+                                group_id=None, auto_offset_reset="latest",
+                                enable_auto_commit=False, fetch_max_wait_ms=5)
+    await consumer.start()
+    try:
+        while not consumer.assignment():
+            await asyncio.sleep(0.05)
+        await consumer.seek_to_end()
+        for tp in consumer.assignment():
+            await consumer.position(tp)
+        ready.set()
+        while not stop():
+            batch = await consumer.getmany(timeout_ms=50, max_records=10_000)
+            now = time.time() * 1000
+            for recs in batch.values():
+                out += [(_created_ms(r.value), now) for r in recs]
+    finally:
+        await consumer.stop()
+
+
+def _percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    s = sorted(values)
+    return s[min(len(s) - 1, int(q * len(s)))]
+
+
+def summarize(phases: list[dict[str, Any]],
+              arrivals: list[tuple[float, float]]) -> list[dict[str, Any]]:
+    """Each phase's latencies: the events stamped within its records' send times."""
+    out = []
+    for p in phases:
+        lo, hi = p["start"] * 1000 - 1, p["end"] * 1000 + 1
+        lat = [arr - created for created, arr in arrivals if lo <= created <= hi]
+        out.append({"rate": p["rate"], "sent": p["sent"], "offered_per_s": p["offered_per_s"],
+                    "events": len(lat), "p50_ms": _percentile(lat, 0.50),
+                    "p99_ms": _percentile(lat, 0.99), "max_ms": max(lat, default=float("nan"))})
+    return out
+
+
+# ---------------------------------------------------------------------------
+# The run
+# ---------------------------------------------------------------------------
+
+
+def run_latency_bench(settings: Settings, *, rates: list[int], fixtures: Path | None,
+                      say: Callable[[str], None],
+                      worker_env: dict[str, str] | None = None) -> dict[str, Any]:
+    from pipeline.settings import to_env
+    from pipeline.tools.bench import _fresh_broker, default_fixtures
+    from pipeline.worker.process import WorkerProcess, ensure_topics
+
+    fixtures = fixtures or default_fixtures()
+    broker, live = _fresh_broker(settings)
+    log = tempfile.NamedTemporaryFile(prefix="canonflow-bench-latency-", suffix=".log",
+                                      delete=False)
+    log.close()
+    try:
+        live = live.replace(app_id=f"bench-latency-{os.getpid()}", web_enabled=False,
+                            data_dir=tempfile.mkdtemp(prefix="canonflow-bench-"))
+        ensure_topics(live)
+        worker = WorkerProcess(live, log_path=log.name, env=worker_env).start()
+        try:
+            say("latency: waiting for the worker to join its group")
+            _warm_up(live, fixtures)
+            env = {k: v for k, v in os.environ.items() if not k.startswith("CANONFLOW_")}
+            env.update(to_env(live))
+            arrivals: list[tuple[float, float]] = []
+            done: list[bool] = []
+
+            async def offer(rate: int) -> dict[str, Any]:
+                child = await asyncio.create_subprocess_exec(
+                    sys.executable, "-c", _PRODUCER_CHILD, str(fixtures), str(rate), env=env,
+                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+                stdout, _ = await child.communicate()
+                phase: dict[str, Any] = msgspec.json.decode(stdout)
+                # until the worker has caught up: no event for a second (or _DRAIN)
+                deadline = time.monotonic() + _DRAIN
+                seen = -1
+                while len(arrivals) != seen and time.monotonic() < deadline:
+                    seen = len(arrivals)
+                    await asyncio.sleep(1.0)
+                return phase
+
+            async def observe_while_offering() -> list[dict[str, Any]]:
+                ready = asyncio.Event()
+                task = asyncio.create_task(_arrivals(live, ready, lambda: bool(done), arrivals))
+                await ready.wait()
+                try:
+                    phases = []
+                    for rate in rates:
+                        say(f"latency: offering {rate:,} msg/s for {seconds_for(rate):.0f} s")
+                        phases.append(await offer(rate))
+                    return phases
+                finally:
+                    done.append(True)
+                    await task
+
+            phases = asyncio.run(observe_while_offering())
+            if not worker.alive():
+                raise RuntimeError(f"the worker stopped (log: {log.name})")
+        finally:
+            worker.stop()
+    finally:
+        if broker:
+            broker.stop()
+    rows = summarize(phases, arrivals)
+    over = next((r["rate"] for r in rows if r["p99_ms"] > 1000), None)
+    for r in rows:
+        say(f"latency at {r['rate']:,} msg/s: p50 {r['p50_ms']:.0f} ms, p99 "
+            f"{r['p99_ms']:.0f} ms, max {r['max_ms']:.0f} ms ({r['events']:,} events)")
+    return {"rates": rows, "p99_over_1s_at": over, "worker_log": log.name}
+
+
+def _warm_up(settings: Settings, fixtures: Path) -> None:
+    """Until the worker publishes: one conversation in, its events seen (so the rates
+    measure the running worker, not its start)."""
+    from pipeline.tools.bench import _observe, _produce_all, build_workload, interleaved
+    from topics.catalog import CANONICAL_TOPIC, raw_topic
+
+    sessions = build_workload(fixtures, 1)[:1]
+    sessions[0].session_id = "latency-warm-up"
+    asyncio.run(_produce_all(settings, interleaved(sessions, 1,
+                                                   lambda s: raw_topic(s.provider))))
+    seen = asyncio.run(_observe(settings, [CANONICAL_TOPIC], 1, 120.0))
+    if not seen.records:
+        raise RuntimeError("the worker published nothing within 120 s")
+
+
+def format_latency_report(r: dict[str, Any]) -> list[str]:
+    lines = ["latency, native message -> agents.canonical (one message per record, one "
+             "worker, embedded broker)",
+             "  offered msg/s   (achieved)   events      p50 ms    p99 ms    max ms"]
+    for row in r["rates"]:
+        lines.append(f"  {row['rate']:>13,}   ({row['offered_per_s']:>8,.0f})  "
+                     f"{row['events']:>7,}   {row['p50_ms']:>9.0f} {row['p99_ms']:>9.0f} "
+                     f"{row['max_ms']:>9.0f}")
+    over = r["p99_over_1s_at"]
+    top = max(row["rate"] for row in r["rates"])
+    lines.append(f"  p99 passes 1 s at {over:,} msg/s" if over is not None
+                 else f"  p99 stays under 1 s up to {top:,} msg/s (the highest rate tried)")
+    return lines

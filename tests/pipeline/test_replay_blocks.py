@@ -1,0 +1,94 @@
+"""`canonflow replay` reads its input a block at a time and writes each block's events
+at once, redacted through one prefilter pass when no event can hold a secret (issue 24).
+What it writes must not depend on where the blocks end: the same lines (as iter_lines
+gives them), the same events, the same redactions, the same dead letters in order."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from pipeline.tools import replay as replay_mod
+from pipeline.tools.bench_replay import claude_stream_json
+from pipeline.tools.replay import Format, iter_blocks, iter_lines, replay
+from tests.pipeline.secret_corpus import CORPUS
+
+CLAUDE = Path(__file__).resolve().parents[1] / "fixtures" / "captured" / "claude"
+
+
+class Trickle(io.BytesIO):
+    """A stream whose read1 returns at most `n` bytes: a pipe that delivers slowly."""
+
+    def __init__(self, data: bytes, n: int):
+        super().__init__(data)
+        self.n = n
+
+    def read1(self, size: int = -1) -> bytes:
+        return super().read1(min(self.n, size if size > 0 else self.n))
+
+
+TEXT = (b"a\r\n\r\n  \n" + b"x" * 200_000 + b"\n{\"k\": 1}\r\n\nlast without end")
+
+
+@pytest.mark.parametrize("n", [1, 7, 4096, 1 << 20])
+def test_blocks_give_the_lines_iter_lines_gives(n):
+    want = [raw for _, raw in iter_lines(io.BytesIO(TEXT))]
+    got = [ln for block in iter_blocks(Trickle(TEXT, n)) for ln in block]
+    assert got == want
+
+
+def _secret_session() -> bytes:
+    """The generated Claude session with the secret corpus streamed in its text deltas,
+    and a line that is not JSON among them."""
+    lines = claude_stream_json(3000).splitlines()
+    out, k = [], 0
+    for ln in lines:
+        msg = msgspec.json.decode(ln)
+        delta = msg.get("event", {}).get("delta", {}) if msg["type"] == "stream_event" else {}
+        if delta.get("type") == "text_delta" and k < len(CORPUS):
+            delta["text"] = CORPUS[k].text + " " + delta["text"]
+            ln = msgspec.json.encode(msg)
+            k += 1
+        out.append(ln)
+        if len(out) == 1500:
+            out.append(b"{not json")
+    return b"\n".join(out) + b"\n"
+
+
+def _replay(data: bytes, n: int, monkeypatch, block: int,
+            fmt: Format = "native") -> tuple[bytes, bytes]:
+    monkeypatch.setattr(replay_mod, "BLOCK", block)
+    out, err = io.BytesIO(), io.BytesIO()
+    replay("claude", [("s.jsonl", Trickle(data, n))], out, err, fmt=fmt)
+    return out.getvalue(), err.getvalue()
+
+
+def _one_by_one(data: bytes, monkeypatch, fmt: Format = "native") -> tuple[bytes, bytes]:
+    """Replay as before blocks: every event published (redacted) on its own."""
+    from pipeline.privacy.redact import Redactor
+
+    monkeypatch.setattr(Redactor, "untouched", lambda self, data: False)
+    return _replay(data, 1 << 20, monkeypatch, 1 << 16, fmt)
+
+
+def test_replay_writes_the_same_bytes_whatever_the_blocks(monkeypatch):
+    data = _secret_session()
+    with monkeypatch.context() as m:
+        want_out, want_err = _one_by_one(data, m)
+    assert b"[REDACTED]" in want_out and b"MalformedRecord" in want_err
+    for n, block in ((1 << 20, 1 << 16), (333, 1 << 16), (1 << 20, 50)):
+        with monkeypatch.context() as m:
+            assert _replay(data, n, m, block) == (want_out, want_err)
+
+
+def test_replay_of_every_claude_capture_is_unchanged_by_blocks(monkeypatch):
+    for path in sorted(CLAUDE.glob("*stream-json*.capture.jsonl")):
+        data = path.read_bytes()
+        with monkeypatch.context() as m:
+            want = _one_by_one(data, m, "capture")
+        assert want[0].count(b"\n") > 5
+        with monkeypatch.context() as m:
+            assert _replay(data, 100, m, 1 << 16, "capture") == want
