@@ -855,13 +855,14 @@ async def topic_values(settings: Any, *, from_beginning: bool, idle_timeout: flo
 
 
 def _url(value: str | None) -> str | None:
-    """--endpoint checked when the command line is parsed (a usage error, no retries)."""
-    from pipeline.settings import http_url
-
-    try:
-        return value and http_url(value)
-    except ValueError as e:
-        raise click.BadParameter(str(e), param_hint="--endpoint") from None
+    """--endpoint checked when the command line is parsed (a usage error, no retries),
+    by the rule the exporter uses (traces_url)."""
+    if value:
+        try:
+            traces_url(value, env={})
+        except ValueError as e:
+            raise click.BadParameter(str(e), param_hint="--endpoint") from None
+    return value
 
 
 @click.command("otel-export")
