@@ -322,8 +322,9 @@ def event_type(encoded: bytes) -> bytes:
     return encoded[_TYPE_START:encoded.find(b'"', _TYPE_START)]
 
 
-#: One output record of a batch: (topic, value, key, partition, timestamp ms).
-Item = tuple[str, bytes, "bytes | None", int, "int | None"]
+#: One output record of a batch: (topic, value, key, partition, timestamp ms), and its
+#: headers after them on the canonical and chat topics (pipeline.worker.output.Record).
+Item = tuple[Any, ...]
 
 
 class WorkerMetrics:
@@ -443,7 +444,7 @@ class WorkerMetrics:
         self.native_messages.inc(p, lines)
         types: dict[bytes, int] = {}
         open_turns = self.turns_open.setdefault(provider, set())
-        for topic, value, key, _, _ in items:
+        for topic, value, key, *_ in items:
             if topic == CANONICAL_TOPIC:
                 t = event_type(value)
                 types[t] = types.get(t, 0) + 1

@@ -57,11 +57,13 @@ class Sessions:
 def outputs(out: Output, key: bytes | None, partition: int, ts_ms: int | None
             ) -> Iterator[Item]:
     """What `out` publishes, on the partition of the record it came from: its canonical
-    events, chat records and dead letters."""
-    for topic, values in ((CANONICAL_TOPIC, out.records), (CHAT_TOPIC, out.chat),
-                          (DEADLETTER_TOPIC, out.deadletters)):
-        for value in values:
-            yield topic, value, key, partition, ts_ms
+    events and chat records with their CloudEvents headers, and its dead letters."""
+    for topic, values, headers in ((CANONICAL_TOPIC, out.records, out.record_headers),
+                                   (CHAT_TOPIC, out.chat, out.chat_headers)):
+        for value, h in zip(values, headers, strict=True):
+            yield topic, value, key, partition, ts_ms, h
+    for value in out.deadletters:
+        yield DEADLETTER_TOPIC, value, key, partition, ts_ms
 
 
 async def store(sink: OutputProducer, table: Any, entries: list[Entry], agent: str) -> None:

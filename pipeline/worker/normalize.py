@@ -44,6 +44,7 @@ from topics.canonical import (
 )
 from topics.catalog import EVENT_MAX_MESSAGE_BYTES, raw_topic
 from topics.chat import ChatError, encode_chat
+from topics.cloudevents import Header, Headers
 from topics.records import HEADER_ORIGIN, HEADER_TIME, DeadLetter, Origin, encode_deadletter
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,9 @@ class Output(msgspec.Struct, frozen=True):
     deadletters: list[bytes]
     delete: bool = False
     chat: list[bytes] = []
+    #: the CloudEvents headers of each of `records` and `chat` (topics.cloudevents)
+    record_headers: list[list[Header]] = []
+    chat_headers: list[list[Header]] = []
 
 
 class SessionEntry(msgspec.Struct, Generic[S], array_like=True, frozen=True):
@@ -168,8 +172,9 @@ class Normalizer:
                  max_record_bytes: int = 1024 * 1024, max_message_bytes: int | None = None,
                  redactor: Redactor | None = None, chat: bool = True,
                  item_cap: int = DEFAULT_ITEM_CAP,
-                 max_event_bytes: int = EVENT_MAX_MESSAGE_BYTES):
+                 max_event_bytes: int = EVENT_MAX_MESSAGE_BYTES, app_id: str = "canonflow"):
         self.provider = provider
+        self.headers = Headers(app_id, provider)  # CloudEvents, on every published record
         self.redactor = redactor if redactor is not None else Redactor.from_env()
         self._publish = self.redactor.publisher()
         self.topic = raw_topic(provider)
@@ -200,9 +205,11 @@ class Normalizer:
         spool = spool if spool is not None else MemorySpool()
         events = close_session(self.translator, session, key.decode("utf-8", "replace"),
                                time_ms=now_ms, reason=reason, spool=spool)
-        records, chat, dead, _ = self._published(events, entry.chat, key, session.partition,
-                                                 -1, "agent", now_ms, spool)
-        return session.partition, Output(None, records, dead, delete=True, chat=chat)
+        out = self._published(events, entry.chat, key, session.partition, -1, "agent", now_ms,
+                              spool)
+        return session.partition, Output(None, out.records, out.dead, delete=True,
+                                         chat=out.chat, record_headers=out.record_headers,
+                                         chat_headers=out.chat_headers)
 
     def process(self, stored: bytes | None, key: bytes | None, value: bytes | None, *,
                 partition: int, offset: int, timestamp_ms: int | None = None,
@@ -248,14 +255,13 @@ class Normalizer:
             hold=self.redactor.hold)
         if new is session:
             return Output(None, [], [])
-        records, chat, chat_dead, chat_state = self._published(
-            events, entry.chat, key, partition, offset, origin, time_ms, spool)
+        out = self._published(events, entry.chat, key, partition, offset, origin, time_ms, spool)
         return Output(
-            self._encode_state(SessionEntry(new, chat_state)),
-            records,
+            self._encode_state(SessionEntry(new, out.chat_state)),
+            out.records,
             [dead(str(f.error), self._error_class(f.error), f.data, f.line) for f in failures]
-            + chat_dead,
-            chat=chat,
+            + out.dead,
+            chat=out.chat, record_headers=out.record_headers, chat_headers=out.chat_headers,
         )
 
     def _error_class(self, error: AdapterError) -> str:
@@ -272,48 +278,52 @@ class Normalizer:
 
     def _published(self, events: list[Any], chat_state: Session[ChatState] | None,
                    key: bytes, partition: int, offset: int, origin: Origin,
-                   time_ms: int | None, spool: Spool
-                   ) -> tuple[list[bytes], list[bytes], list[bytes], Session[ChatState] | None]:
-        """Encode (and redact) `events`, and project them onto the chat view: (canonical
-        records, chat records, dead letters, the new chat state).
+                   time_ms: int | None, spool: Spool) -> _Published:
+        """Encode (and redact) `events`, with their CloudEvents headers, and project them
+        onto the chat view: canonical records, chat records, dead letters, the new chat
+        state (_Published).
 
         A failure of the projection (a bug, never bad input: the events are ours) costs
         that event's chat records only; the canonical events are published all the same
         and the dead letter keeps the event."""
-        publish = self._publish
-        dead: list[bytes] = []
-        if not self.chat:
-            return [self._fitting(publish(e), key, partition, offset, origin, time_ms, dead)[0]
-                    for e in events], [], dead, None
-        records: list[bytes] = []
-        chat: list[bytes] = []
+        publish, head = self._publish, self.headers
+        out = _Published(chat_state)
+        records, dead, record_headers = out.records, out.dead, out.record_headers
         for e in events:
             data, published = self._fitting(publish(e), key, partition, offset, origin,
                                             time_ms, dead)
             records.append(data)
-            if published is None:
+            # the envelope: never redacted (ids, seq, time); the type of what is
+            # published (a runtime.warning in place of an event too large)
+            shown = published if published is not None else e
+            record_headers.append(head.event(shown.__struct_config__.tag, e.eventId, key,
+                                             e.createdAt))
+            if published is None or not self.chat:
                 continue
             try:
-                chat_state, out = project_next(chat_state, published, spool)
+                out.chat_state, projected = project_next(out.chat_state, published, spool)
             except Exception as error:  # a projection bug: keep the event, go on
                 log.exception("chat projection failed on %s seq %s", e.sessionId, e.seq)
                 dead.append(self._dead(key, partition, offset, origin, time_ms, str(error),
                                        f"InternalError.chat.{type(error).__name__}", data))
                 continue
-            for r in out:
+            for r in projected:
                 encoded = encode_chat(r)
                 if len(encoded) > self.max_event_bytes:
                     dead.append(self._dead(key, partition, offset, origin, time_ms,
                                            _too_large(len(encoded), self.max_event_bytes),
                                            "OversizedChatRecord", encoded))
-                    encoded = encode_chat(ChatError(
+                    r = ChatError(
                         session_id=r.session_id, provider=r.provider, seq=r.seq,
                         event_id=r.event_id, source_event_id=r.source_event_id,
                         turn_id=r.turn_id, error_class="OversizedChatRecord",
                         message=f"a {r.__struct_config__.tag} record of {len(encoded)} bytes "
-                                "was too large for agents.chat: it is in agents.deadletter"))
-                chat.append(encoded)
-        return records, chat, dead, chat_state
+                                "was too large for agents.chat: it is in agents.deadletter")
+                    encoded = encode_chat(r)
+                out.chat.append(encoded)
+                out.chat_headers.append(head.chat(r.__struct_config__.tag, r.event_id, key,
+                                                  e.createdAt))
+        return out
 
     def _fitting(self, published: tuple[bytes, Any], key: bytes, partition: int, offset: int,
                  origin: Origin, time_ms: int | None, dead: list[bytes]) -> tuple[bytes, Any]:
@@ -349,6 +359,21 @@ class Normalizer:
         # redacted (the original's size and SHA-256 kept, the record itself is in the
         # raw topic for its 3 days), unless CANONFLOW_DEADLETTER_ORIGINAL says otherwise
         return dead_letter_bytes(self.redactor.dead_letter(letter), self.max_message_bytes)
+
+
+class _Published:
+    """What `Normalizer._published` gives: encoded records, their headers, dead letters
+    and the chat state after them."""
+
+    __slots__ = ("records", "record_headers", "chat", "chat_headers", "dead", "chat_state")
+
+    def __init__(self, chat_state: Session[ChatState] | None):
+        self.records: list[bytes] = []
+        self.record_headers: list[list[Header]] = []
+        self.chat: list[bytes] = []
+        self.chat_headers: list[list[Header]] = []
+        self.dead: list[bytes] = []
+        self.chat_state = chat_state
 
 
 _ENVELOPE = ("schemaVersion", "eventId", "seq", "provider", "sessionId", "createdAt", "threadId",

@@ -21,6 +21,7 @@ import pytest
 from pipeline.cluster.admin import kafka_client_kwargs
 from pipeline.cluster.consumer import Consumer
 from pipeline.settings import Settings
+from pipeline.tools.kafka_io import follow
 from tests.pipeline.faults import (
     Producer,
     Workers,
@@ -29,7 +30,7 @@ from tests.pipeline.faults import (
     scenario,
     workload,
 )
-from topics.catalog import CANONICAL_TOPIC
+from topics.catalog import CANONICAL_TOPIC, CHAT_TOPIC
 from topics.consumer import Gap, Unknown
 
 GROUP = "audit"
@@ -46,6 +47,7 @@ class Seen:
         self.copies: list[str] = []  # handled events whose copies were put past the commit
         self.duplicates_dropped = 0
         self.notes: list[str] = []
+        self.records: dict[str, list[Any]] = {}  # topic -> every record on it, at the end
 
 
 def _consumer(settings: Settings) -> Consumer:
@@ -172,6 +174,14 @@ async def _scenario(settings: Settings, workers: Workers, seen: Seen,
     finally:
         await second.stop()
     seen.notes.append(f"done at {loop.time() - t0:.0f}s")
+    for topic in (CANONICAL_TOPIC, CHAT_TOPIC):
+        seen.records[topic] = await _everything(settings, topic)
+
+
+async def _everything(settings: Settings, topic: str) -> list[Any]:
+    got: list[Any] = []
+    await follow(settings, [topic], lambda r: got.append(r) or False, idle_timeout=2.0)
+    return got
 
 
 @pytest.fixture(scope="module")
@@ -214,3 +224,36 @@ def test_a_gap_is_reported_where_one_was_injected_and_nowhere_else(kit):
     last = max(e["seq"] for e in expected[work[0].session_id])
     assert (gap.sessionId, gap.after, gap.before, gap.missing) == (
         work[0].session_id, last, last + 2, 1)
+
+
+def _cloudevent(rec: Any) -> Any:
+    from cloudevents.core.bindings.kafka import KafkaMessage, from_binary
+    from cloudevents.core.formats.json import JSONFormat
+
+    return from_binary(KafkaMessage(headers=dict(rec.headers), key=rec.key, value=rec.value),
+                       JSONFormat())
+
+
+@pytest.mark.parametrize("topic", [CANONICAL_TOPIC, CHAT_TOPIC])
+def test_the_cloudevents_sdk_reads_every_record_the_worker_published(kit, topic):
+    """Binary content mode of the CloudEvents Kafka binding, read by the SDK's own
+    decoder (it validates the attributes: id, source, type, time, dataschema)."""
+    seen, _, _ = kit
+    chat = topic == CHAT_TOPIC
+    records = [r for r in seen.records[topic] if r.headers]
+    injected = [r for r in seen.records[topic] if not r.headers]
+    assert len(injected) == (0 if chat else 1)  # the gap the test wrote itself
+    assert len(records) > 100
+    for rec in records:
+        ce, body = _cloudevent(rec), json.loads(rec.value)
+        assert ce.get_specversion() == "1.0"
+        assert ce.get_id() == body["event_id" if chat else "eventId"]
+        assert ce.get_type() == ("dev.canonflow.chat." if chat else "dev.canonflow.") + body["type"]
+        assert ce.get_subject() == body["session_id" if chat else "sessionId"] == rec.key.decode()
+        assert ce.get_source() == f"/canonflow/kit/{body['provider']}"
+        assert ce.get_datacontenttype() == "application/json"
+        assert ce.get_dataschema().endswith("#/$defs/" + ("ChatRecord" if chat else "CanonicalEvent"))
+        assert ce.get_data() == body
+        if not chat:
+            assert ce.get_time().isoformat(timespec="milliseconds").replace("+00:00", "Z") == \
+                body["createdAt"]
