@@ -36,6 +36,13 @@ class Settings(Struct, frozen=True, kw_only=True):
     #: the scan runs every idle_scan_interval seconds.
     idle_timeout: float = 4 * 3600.0
     idle_scan_interval: float = 60.0
+    #: Publish each session's summary to agents.sessions (topics.sessions).
+    sessions_enabled: bool = True
+    #: Seconds a closed session's summary stays on agents.sessions (state "exited")
+    #: before a tombstone removes it; 0 removes it when the idle close ends the session.
+    #: Meanwhile its table entry is a small mark (close time, partition), tombstoned at
+    #: the first idle scan past the retention.
+    sessions_retention: float = 0.0
     #: Records per agent batch, and how long (seconds) a batch waits to fill.
     batch_max: int = 500
     batch_within: float = 0.01

@@ -477,8 +477,10 @@ class WorkerMetrics:
             open_turns.discard(key)
             n += 1
         self.idle_closed.inc((provider,), n)
-        for _, value, _, _, _ in items:
-            self.canonical_events.inc((provider, event_type(value).decode("ascii", "replace")))
+        for topic, value, *_ in items:
+            if topic == CANONICAL_TOPIC:
+                self.canonical_events.inc((provider,
+                                           event_type(value).decode("ascii", "replace")))
         self.count_outputs(items)
 
     def forget_sessions(self, provider: str, live: Iterable[bytes]) -> None:

@@ -27,7 +27,8 @@ from pipeline.worker.faust_door import Entry, local, note_persisted, write_entri
 from pipeline.worker.fleet import Counted, FleetStage
 from pipeline.worker.normalize import BatchSpool, Output
 from pipeline.worker.output import OutputProducer, Record
-from topics.catalog import CANONICAL_TOPIC, CHAT_TOPIC, DEADLETTER_TOPIC
+from topics.catalog import CANONICAL_TOPIC, CHAT_TOPIC, DEADLETTER_TOPIC, SESSIONS_TOPIC
+from topics.sessions import SessionSummary, encode_summary
 
 log = logging.getLogger("canonflow")
 
@@ -66,6 +67,12 @@ def outputs(out: Output, key: bytes | None, partition: int, ts_ms: int | None
         yield DEADLETTER_TOPIC, value, key, partition, ts_ms
 
 
+def summaries(latest: dict[bytes, tuple[int, SessionSummary, int | None]]) -> list[Item]:
+    """The agents.sessions records of a batch: each session's latest summary, once."""
+    return [(SESSIONS_TOPIC, encode_summary(summary), key, partition, ts_ms)
+            for key, (partition, summary, ts_ms) in latest.items()]
+
+
 async def store(sink: OutputProducer, table: Any, entries: list[Entry], agent: str) -> None:
     """Write `entries` to `table` and deliver their changelog records, and wait for them,
     as Faust does before it commits the offsets of the records they came from.
@@ -86,7 +93,8 @@ class Checkpoint:
     steps that make it durable, in order (`commit`):
 
     1. `publish`: the canonical events, chat records and dead letters, on each record's
-       own partition, with the item chunks the batch spooled (written locally, their
+       own partition, each session's summary after them (agents.sessions, once per
+       batch), with the item chunks the batch spooled (written locally, their
        changelog records in the same delivery, so a stored state never names a chunk
        that is not stored); waits until every one is delivered (sent again until it
        is: OutputProducer.publish).
@@ -111,6 +119,8 @@ class Checkpoint:
         #: session key -> (partition, new state (None: delete), its last record)
         self.states: dict[bytes, tuple[int, bytes | None, Any]] = {}
         self.counted: list[Counted] = []
+        #: session key -> (partition, its summary after the batch so far, timestamp ms)
+        self.summaries: dict[bytes, tuple[int, SessionSummary, int | None]] = {}
         self.stamps: list[float] = []
         self.records = self.lines = 0
         self.started = time.perf_counter()
@@ -135,6 +145,8 @@ class Checkpoint:
                                 for v in out.records)
         if key is not None and (out.state is not None or out.delete):
             self.states[key] = (partition, out.state, record)
+        if key is not None and out.summary is not None:
+            self.summaries[key] = (partition, out.summary, ts_ms)
         if value:
             self.lines += value.count(b"\n") + (value[-1:] != b"\n")
         if ts:
@@ -154,8 +166,8 @@ class Checkpoint:
 
     async def publish(self) -> None:
         chunks = write_entries(self.tables.items, self.spool.entries(drops=False))
-        if self.items or chunks:
-            records: list[Record] = [*self.items, *chunks]
+        if self.items or chunks or self.summaries:
+            records: list[Record] = [*self.items, *summaries(self.summaries), *chunks]
             ends = await self.sink.publish(
                 records, self.name, exact_ends=self.sink.settings.producer_max_batch_size == 1)
             note_persisted([self.tables.items], ends)

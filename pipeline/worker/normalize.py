@@ -35,6 +35,7 @@ from adapters import (
 from adapters.core import DEFAULT_ITEM_CAP, close_session
 from adapters.projections.chat import SPOOL_PREFIX as CHAT_SPOOL_PREFIX
 from adapters.projections.chat import ChatState, project_next
+from adapters.projections.summary import summarize
 from pipeline.privacy.redact import Redactor
 from topics.canonical import (
     RuntimeWarningEvent,
@@ -46,6 +47,7 @@ from topics.catalog import EVENT_MAX_MESSAGE_BYTES, raw_topic
 from topics.chat import ChatError, encode_chat
 from topics.cloudevents import Header, Headers
 from topics.records import HEADER_ORIGIN, HEADER_TIME, DeadLetter, Origin, encode_deadletter
+from topics.sessions import SessionSummary
 
 log = logging.getLogger(__name__)
 #: Distinct internal errors logged with their trace per normalizer (a bug that fails
@@ -68,15 +70,38 @@ class Output(msgspec.Struct, frozen=True):
     #: the CloudEvents headers of each of `records` and `chat` (topics.cloudevents)
     record_headers: list[list[Header]] = []
     chat_headers: list[list[Header]] = []
+    #: the session's summary after `records` (agents.sessions), None when it has none
+    summary: SessionSummary | None = None
 
 
 class SessionEntry(msgspec.Struct, Generic[S], array_like=True, frozen=True):
     """A session's table value: the translator's session and, when the chat
-    projection runs, the chat projection's own state. One value, written once per
-    batch, so the two can never disagree after a crash."""
+    projection runs, the chat projection's own state, and the session's summary
+    (agents.sessions). One value, written once per batch, so they can never disagree
+    after a crash."""
 
     session: Session[S]
     chat: Session[ChatState] | None = None
+    summary: SessionSummary | None = None
+
+
+#: The table value of a session closed for idleness while its summary is kept
+#: (CANONFLOW_SESSIONS_RETENTION): this prefix, then "<close time, epoch ms>:<partition>".
+#: Never a SessionEntry (msgpack arrays start with 0x90-0x9f, 0xdc or 0xdd; "c" is 0x63):
+#: a record for the session starts a new life, as after a deletion.
+CLOSED_MARK = b"closed:"
+
+
+def closed_mark(now_ms: int, partition: int) -> bytes:
+    return CLOSED_MARK + f"{now_ms}:{partition}".encode()
+
+
+def closed_at(stored: bytes | None) -> tuple[int, int] | None:
+    """(close time ms, partition) of a closed session's mark; None for anything else."""
+    if not stored or not stored.startswith(CLOSED_MARK):
+        return None
+    ms, partition = stored[len(CLOSED_MARK):].split(b":")
+    return int(ms), int(partition)
 
 
 class BatchSpool:
@@ -172,8 +197,10 @@ class Normalizer:
                  max_record_bytes: int = 1024 * 1024, max_message_bytes: int | None = None,
                  redactor: Redactor | None = None, chat: bool = True,
                  item_cap: int = DEFAULT_ITEM_CAP,
-                 max_event_bytes: int = EVENT_MAX_MESSAGE_BYTES, app_id: str = "canonflow"):
+                 max_event_bytes: int = EVENT_MAX_MESSAGE_BYTES, app_id: str = "canonflow",
+                 summaries: bool = True):
         self.provider = provider
+        self.summaries = summaries  # keep each session's summary (agents.sessions)
         self.headers = Headers(app_id, provider)  # CloudEvents, on every published record
         self.redactor = redactor if redactor is not None else Redactor.from_env()
         self._publish = self.redactor.publisher()
@@ -191,7 +218,7 @@ class Normalizer:
         self._logged: set[str] = set()  # the internal errors whose trace was logged
 
     def decode_state(self, stored: bytes | None) -> SessionEntry[Any]:
-        if not stored:
+        if not stored or stored.startswith(CLOSED_MARK):
             return SessionEntry(new_session(self.translator))
         return self._decode_state(stored)
 
@@ -207,9 +234,10 @@ class Normalizer:
                                time_ms=now_ms, reason=reason, spool=spool)
         out = self._published(events, entry.chat, key, session.partition, -1, "agent", now_ms,
                               spool)
+        summary = summarize(entry.summary, events, closing=True) if self.summaries else None
         return session.partition, Output(None, out.records, out.dead, delete=True,
                                          chat=out.chat, record_headers=out.record_headers,
-                                         chat_headers=out.chat_headers)
+                                         chat_headers=out.chat_headers, summary=summary)
 
     def process(self, stored: bytes | None, key: bytes | None, value: bytes | None, *,
                 partition: int, offset: int, timestamp_ms: int | None = None,
@@ -256,12 +284,14 @@ class Normalizer:
         if new is session:
             return Output(None, [], [])
         out = self._published(events, entry.chat, key, partition, offset, origin, time_ms, spool)
+        summary = summarize(entry.summary, events) if self.summaries else None
         return Output(
-            self._encode_state(SessionEntry(new, out.chat_state)),
+            self._encode_state(SessionEntry(new, out.chat_state, summary)),
             out.records,
             [dead(str(f.error), self._error_class(f.error), f.data, f.line) for f in failures]
             + out.dead,
             chat=out.chat, record_headers=out.record_headers, chat_headers=out.chat_headers,
+            summary=summary if events else None,
         )
 
     def _error_class(self, error: AdapterError) -> str:

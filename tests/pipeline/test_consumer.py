@@ -1,7 +1,8 @@
 """The consumer library on a real broker (issue 22): a consumer built on it reads a
 workload across a worker's kill -9 and its own restart and handles every event exactly
 once; it reports no gap where there is none and one where one is injected; canonflow's
-records carry CloudEvents headers that the CloudEvents SDK reads.
+records carry CloudEvents headers that the CloudEvents SDK reads; agents.sessions holds
+one summary per session, consistent with its canonical events.
 
 One scenario (a module-scoped fixture: an embedded broker, a workload produced while
 the worker is killed and started again, a consumer that stops mid-way and starts
@@ -30,7 +31,7 @@ from tests.pipeline.faults import (
     scenario,
     workload,
 )
-from topics.catalog import CANONICAL_TOPIC, CHAT_TOPIC
+from topics.catalog import CANONICAL_TOPIC, CHAT_TOPIC, SESSIONS_TOPIC
 from topics.consumer import Gap, Unknown
 
 GROUP = "audit"
@@ -174,7 +175,7 @@ async def _scenario(settings: Settings, workers: Workers, seen: Seen,
     finally:
         await second.stop()
     seen.notes.append(f"done at {loop.time() - t0:.0f}s")
-    for topic in (CANONICAL_TOPIC, CHAT_TOPIC):
+    for topic in (CANONICAL_TOPIC, CHAT_TOPIC, SESSIONS_TOPIC):
         seen.records[topic] = await _everything(settings, topic)
 
 
@@ -257,3 +258,29 @@ def test_the_cloudevents_sdk_reads_every_record_the_worker_published(kit, topic)
         if not chat:
             assert ce.get_time().isoformat(timespec="milliseconds").replace("+00:00", "Z") == \
                 body["createdAt"]
+
+
+def test_agents_sessions_holds_one_summary_per_session_consistent_with_its_events(kit):
+    """Keep the last record per key, as compaction does: one summary per session of
+    the workload, standing for all its events (the worker was killed mid-way: the
+    summaries of the batches it published again are the same)."""
+    seen, expected, _ = kit
+    latest: dict[str, Any] = {}
+    for rec in seen.records[SESSIONS_TOPIC]:
+        latest[rec.key.decode()] = json.loads(rec.value) if rec.value is not None else None
+    assert set(latest) == set(expected)
+    for sid, events in expected.items():
+        s = latest[sid]
+        done = [e["payload"] for e in events if e["type"] == "turn.completed"]
+        assert (s["sessionId"], s["provider"]) == (sid, events[0]["provider"])
+        assert (s["lastSeq"], s["lastEventId"]) == (events[-1]["seq"], events[-1]["eventId"])
+        assert (s["firstActivity"], s["lastActivity"]) == (events[0]["createdAt"],
+                                                           events[-1]["createdAt"])
+        assert s["turns"] == sum(e["type"] == "turn.started" for e in events)
+        assert s["tokens"]["total"] == sum(p.get("tokens", {}).get("total", 0) for p in done)
+        assert s["costUsd"] == pytest.approx(sum(p.get("cost", {}).get("usd", 0) for p in done))
+        opened = sum(e["type"] in ("request.opened", "user-input.requested") for e in events)
+        resolved = sum(e["type"] in ("request.resolved", "user-input.resolved") for e in events)
+        assert s["openRequests"] == max(opened - resolved, 0)
+        assert s["closedAt"] is None and s["state"] != "exited"
+    assert any(s["tokens"]["total"] for s in latest.values())

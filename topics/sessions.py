@@ -1,0 +1,68 @@
+"""The session summary (`agents.sessions`): the latest state of each session, keyed by
+session id on a compacted topic, so that a dashboard or a UI lists sessions by reading
+this topic alone (README "Session summaries").
+
+The worker publishes a session's summary with the batch of canonical events that
+changed it (at most once per batch per session), and keeps it in the session's stored
+state: the summary on the topic is never ahead of the events published. Its size does
+not grow with the session: counts and sums, never lists.
+
+When a session is closed for idleness (its state removed), its last summary says
+`state` "exited" and `closedAt`; after the retention the operator sets
+(CANONFLOW_SESSIONS_RETENTION) a tombstone (a null value) removes it.
+
+Evolution as on agents.canonical: new fields get defaults, nothing is renamed or
+retyped, readers ignore unknown fields.
+"""
+
+from __future__ import annotations
+
+import msgspec
+from msgspec import Struct
+
+from topics.canonical import SCHEMA_VERSION
+from topics.usage import TokenUsage
+
+
+class SessionSummary(Struct, frozen=True, kw_only=True):
+    """One session's summary so far.
+
+    - `state`: the session's last `session.state.changed` state (starting, ready,
+      running, waiting, stopped, error), "exited" after `session.exited`, "active"
+      before the runtime said any.
+    - `runtimeVersion`, `runtimeName`: the runtime's release and name where its stream
+      says them (session.configured, thread.metadata.updated).
+    - `model`: the model of the last turn that named one.
+    - `turns`: turns started; `turnOpen`: one is under way.
+    - `openRequests`: approvals and questions asked and not answered yet.
+    - `tokens`: the session's token usage, the sum of its turns' `tokens`
+      (topics.usage.TokenUsage); `costUsd`: the sum of its turns' `cost.usd`;
+      `unpricedTurns`: turns with usage but no price (their cost is not in `costUsd`).
+    - `firstActivity`, `lastActivity`: the `createdAt` of its first and last event.
+    - `lastSeq`, `lastEventId`: its last event (the summary stands for every event up
+      to it).
+    - `closedAt`: when it was closed for idleness (the closing events' createdAt).
+    """
+
+    schemaVersion: int = SCHEMA_VERSION
+    sessionId: str
+    provider: str
+    state: str = "active"
+    runtimeVersion: str | None = None
+    runtimeName: str | None = None
+    model: str | None = None
+    turns: int = 0
+    turnOpen: bool = False
+    openRequests: int = 0
+    tokens: TokenUsage = TokenUsage()
+    costUsd: float = 0.0
+    unpricedTurns: int = 0
+    firstActivity: str
+    lastActivity: str
+    lastSeq: int
+    lastEventId: str
+    closedAt: str | None = None
+
+
+encode_summary = msgspec.json.Encoder().encode
+decode_summary = msgspec.json.Decoder(SessionSummary).decode
