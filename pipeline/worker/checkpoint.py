@@ -121,6 +121,7 @@ class Checkpoint:
         self.counted: list[Counted] = []
         #: session key -> (partition, its summary after the batch so far, timestamp ms)
         self.summaries: dict[bytes, tuple[int, SessionSummary, int | None]] = {}
+        self.summary_items: list[Item] = []
         self.stamps: list[float] = []
         self.records = self.lines = 0
         self.started = time.perf_counter()
@@ -166,8 +167,9 @@ class Checkpoint:
 
     async def publish(self) -> None:
         chunks = write_entries(self.tables.items, self.spool.entries(drops=False))
-        if self.items or chunks or self.summaries:
-            records: list[Record] = [*self.items, *summaries(self.summaries), *chunks]
+        self.summary_items = summaries(self.summaries)
+        if self.items or chunks or self.summary_items:
+            records: list[Record] = [*self.items, *self.summary_items, *chunks]
             ends = await self.sink.publish(
                 records, self.name, exact_ends=self.sink.settings.producer_max_batch_size == 1)
             note_persisted([self.tables.items], ends)
@@ -191,7 +193,7 @@ class Checkpoint:
             await self.fleet.count(self.counted)
         try:
             self.metrics.normalized(self.provider, self.name, self.records, self.lines,
-                                    self.items, self.stamps, self.seconds["translate"],
+                                    [*self.items, *self.summary_items], self.stamps, self.seconds["translate"],
                                     self.seconds["publish"])
         except Exception:  # counting must not stop a delivered batch from being acknowledged
             log.exception("%s: a batch could not be counted", self.name)

