@@ -13,7 +13,7 @@ from typing import Any
 
 from msgspec import UNSET
 
-from topics.sessions import SessionSummary
+from topics.sessions import SessionSummary, StoredSummary
 from topics.usage import add
 
 #: The event types that change more than the summary's last seq and activity.
@@ -28,7 +28,9 @@ def summarize(previous: SessionSummary | None, events: Sequence[Any], *,
               closing: bool = False) -> SessionSummary | None:
     """The summary after `events` (one session's, in seq order) given the summary before
     them (None: the session's first events). `closing`: these are the events that close
-    it for idleness (`closedAt` is their time). Returns `previous` when there are none."""
+    it for idleness (`closedAt` is their time). Returns `previous` when there are none,
+    else a StoredSummary (the stored state's form; topics.sessions.published gives the
+    topic's)."""
     if not events:
         return previous
     last = events[-1]
@@ -73,7 +75,7 @@ def summarize(previous: SessionSummary | None, events: Sequence[Any], *,
                 version = p.runtimeVersion
             if tag == "session.configured" and p.runtimeName is not UNSET:
                 name = p.runtimeName
-    return SessionSummary(
+    return StoredSummary(
         sessionId=s.sessionId, provider=s.provider, state=state, runtimeVersion=version,
         runtimeName=name, model=model, turns=turns, turnOpen=turn_open,
         openRequests=requests, tokens=tokens,

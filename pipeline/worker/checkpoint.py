@@ -28,7 +28,7 @@ from pipeline.worker.fleet import Counted, FleetStage
 from pipeline.worker.normalize import BatchSpool, Output
 from pipeline.worker.output import OutputProducer, Record
 from topics.catalog import CANONICAL_TOPIC, CHAT_TOPIC, DEADLETTER_TOPIC, SESSIONS_TOPIC
-from topics.sessions import SessionSummary, encode_summary
+from topics.sessions import SessionSummary, encode_summary, published
 
 log = logging.getLogger("canonflow")
 
@@ -69,7 +69,7 @@ def outputs(out: Output, key: bytes | None, partition: int, ts_ms: int | None
 
 def summaries(latest: dict[bytes, tuple[int, SessionSummary, int | None]]) -> list[Item]:
     """The agents.sessions records of a batch: each session's latest summary, once."""
-    return [(SESSIONS_TOPIC, encode_summary(summary), key, partition, ts_ms)
+    return [(SESSIONS_TOPIC, encode_summary(published(summary)), key, partition, ts_ms)
             for key, (partition, summary, ts_ms) in latest.items()]
 
 

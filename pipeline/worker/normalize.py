@@ -47,7 +47,7 @@ from topics.catalog import EVENT_MAX_MESSAGE_BYTES, raw_topic
 from topics.chat import ChatError, encode_chat
 from topics.cloudevents import Header, Headers
 from topics.records import HEADER_ORIGIN, HEADER_TIME, DeadLetter, Origin, encode_deadletter
-from topics.sessions import SessionSummary
+from topics.sessions import SessionSummary, StoredSummary
 
 log = logging.getLogger(__name__)
 #: Distinct internal errors logged with their trace per normalizer (a bug that fails
@@ -82,7 +82,7 @@ class SessionEntry(msgspec.Struct, Generic[S], array_like=True, frozen=True):
 
     session: Session[S]
     chat: Session[ChatState] | None = None
-    summary: SessionSummary | None = None
+    summary: StoredSummary | None = None
 
 
 #: The table value of a session closed for idleness while its summary is kept
