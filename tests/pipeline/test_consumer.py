@@ -22,7 +22,7 @@ import pytest
 from pipeline.cluster.admin import kafka_client_kwargs
 from pipeline.cluster.consumer import Consumer
 from pipeline.settings import Settings
-from pipeline.tools.kafka_io import follow
+from pipeline.tools.kafka_io import follow, follow_events
 from tests.pipeline.faults import (
     Producer,
     Workers,
@@ -49,6 +49,7 @@ class Seen:
         self.duplicates_dropped = 0
         self.notes: list[str] = []
         self.records: dict[str, list[Any]] = {}  # topic -> every record on it, at the end
+        self.tail: tuple[list[Any], list[Gap]] = ([], [])  # what `canonflow tail` reads
 
 
 def _consumer(settings: Settings) -> Consumer:
@@ -177,6 +178,9 @@ async def _scenario(settings: Settings, workers: Workers, seen: Seen,
     seen.notes.append(f"done at {loop.time() - t0:.0f}s")
     for topic in (CANONICAL_TOPIC, CHAT_TOPIC, SESSIONS_TOPIC):
         seen.records[topic] = await _everything(settings, topic)
+    shown, gaps = seen.tail
+    await follow_events(settings, CANONICAL_TOPIC, lambda r: shown.append(r) or False,
+                        on_gap=lambda g, _: gaps.append(g), idle_timeout=2.0)
 
 
 async def _everything(settings: Settings, topic: str) -> list[Any]:
@@ -284,3 +288,14 @@ def test_agents_sessions_holds_one_summary_per_session_consistent_with_its_event
         assert s["openRequests"] == max(opened - resolved, 0)
         assert s["closedAt"] is None and s["state"] != "exited"
     assert any(s["tokens"]["total"] for s in latest.values())
+
+
+def test_tail_reads_each_event_once_and_shows_the_one_gap(kit):
+    """`canonflow tail`'s reading (the library without a group, from the beginning)."""
+    seen, _, _ = kit
+    shown, gaps = seen.tail
+    ids = [json.loads(r.value)["eventId"] for r in shown]
+    assert len(ids) == len(set(ids)) == len({json.loads(r.value)["eventId"]
+                                             for r in seen.records[CANONICAL_TOPIC]})
+    assert len(shown) < len(seen.records[CANONICAL_TOPIC])  # the copies were there
+    assert [(g.after, g.before) for g in gaps] == [(seen.gaps[0].after, seen.gaps[0].before)]
