@@ -1,7 +1,8 @@
-"""The session summary (topics.sessions.SessionSummary) as a pure function of a
-session's canonical events: `summarize(previous, events)` folds one record's events
-into the summary so far, in one pass, one new summary per call (not per event: a
-record's deltas cost a comparison each).
+"""The session summary (topics.sessions) as a pure function of a session's canonical
+events: `summarize(previous, events)` folds one record's events into the stored part
+of the summary so far (topics.sessions.SummaryState), in one pass, one new value per
+call (not per event: a record's deltas cost a comparison each); `topics.sessions.record`
+adds what the last event says when it is published.
 
 Counts and sums only, so that its size does not grow with the session.
 """
@@ -13,10 +14,9 @@ from typing import Any
 
 from msgspec import UNSET
 
-from topics.sessions import SessionSummary, StoredSummary
-from topics.usage import add
+from topics.sessions import SummaryState
 
-#: The event types that change more than the summary's last seq and activity.
+#: The event types that change the stored part of the summary.
 _COUNTED = frozenset({
     "session.configured", "session.state.changed", "session.exited",
     "thread.metadata.updated", "turn.started", "turn.completed", "turn.aborted",
@@ -24,27 +24,21 @@ _COUNTED = frozenset({
 })
 
 
-def summarize(previous: SessionSummary | None, events: Sequence[Any], *,
-              closing: bool = False) -> SessionSummary | None:
-    """The summary after `events` (one session's, in seq order) given the summary before
-    them (None: the session's first events). `closing`: these are the events that close
-    it for idleness (`closedAt` is their time). Returns `previous` when there are none,
-    else a StoredSummary (the stored state's form; topics.sessions.published gives the
-    topic's)."""
+def summarize(previous: SummaryState | None, events: Sequence[Any]) -> SummaryState | None:
+    """The stored summary after `events` (one session's, in seq order) given the one
+    before them (None: the session's first events). Returns `previous` itself when no
+    event changes it (a record of deltas)."""
+    counted = [e for e in events if e.__struct_config__.tag in _COUNTED]
+    if previous is not None and not counted:
+        return previous
     if not events:
         return previous
-    last = events[-1]
-    s = previous if previous is not None else SessionSummary(
-        sessionId=last.sessionId, provider=last.provider, firstActivity=events[0].createdAt,
-        lastActivity=last.createdAt, lastSeq=0, lastEventId="")
+    s = previous if previous is not None else SummaryState(firstActivity=events[0].createdAt)
     state, version, name, model = s.state, s.runtimeVersion, s.runtimeName, s.model
     turns, turn_open, requests = s.turns, s.turnOpen, s.openRequests
-    tokens, cost, unpriced = s.tokens, s.costUsd, s.unpricedTurns
-    for e in events:
-        tag = e.__struct_config__.tag
-        if tag not in _COUNTED:
-            continue
-        p = e.payload
+    tokens, cost, unpriced = list(s.tokens), s.costUsd, s.unpricedTurns
+    for e in counted:
+        tag, p = e.__struct_config__.tag, e.payload
         if tag == "turn.started":
             turns, turn_open = turns + 1, True
             if p.model is not UNSET:
@@ -52,7 +46,10 @@ def summarize(previous: SessionSummary | None, events: Sequence[Any], *,
         elif tag == "turn.completed":
             turn_open = False
             if p.tokens is not UNSET:
-                tokens = add(tokens, p.tokens)
+                t = p.tokens
+                for n, v in enumerate((t.input, t.cachedInput, t.cacheWrite, t.output,
+                                       t.reasoningOutput)):
+                    tokens[n] += v
             if p.cost is not UNSET:
                 if p.cost.usd is not UNSET:
                     cost += p.cost.usd
@@ -75,10 +72,8 @@ def summarize(previous: SessionSummary | None, events: Sequence[Any], *,
                 version = p.runtimeVersion
             if tag == "session.configured" and p.runtimeName is not UNSET:
                 name = p.runtimeName
-    return StoredSummary(
-        sessionId=s.sessionId, provider=s.provider, state=state, runtimeVersion=version,
+    return SummaryState(
+        firstActivity=s.firstActivity, state=state, runtimeVersion=version,
         runtimeName=name, model=model, turns=turns, turnOpen=turn_open,
-        openRequests=requests, tokens=tokens,
-        costUsd=cost, unpricedTurns=unpriced, firstActivity=s.firstActivity,
-        lastActivity=last.createdAt, lastSeq=last.seq, lastEventId=last.eventId,
-        closedAt=last.createdAt if closing else s.closedAt)
+        openRequests=requests, tokens=(tokens[0], tokens[1], tokens[2], tokens[3], tokens[4]),
+        costUsd=cost, unpricedTurns=unpriced)

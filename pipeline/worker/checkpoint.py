@@ -28,7 +28,7 @@ from pipeline.worker.fleet import Counted, FleetStage
 from pipeline.worker.normalize import BatchSpool, Output
 from pipeline.worker.output import OutputProducer, Record
 from topics.catalog import CANONICAL_TOPIC, CHAT_TOPIC, DEADLETTER_TOPIC, SESSIONS_TOPIC
-from topics.sessions import SessionSummary, encode_summary, published
+from topics.sessions import SummaryState, encode_summary, record
 
 log = logging.getLogger("canonflow")
 
@@ -67,9 +67,13 @@ def outputs(out: Output, key: bytes | None, partition: int, ts_ms: int | None
         yield DEADLETTER_TOPIC, value, key, partition, ts_ms
 
 
-def summaries(latest: dict[bytes, tuple[int, SessionSummary, int | None]]) -> list[Item]:
+#: A session's summary as a batch left it: (partition, Output.summary, timestamp ms).
+Latest = tuple[int, tuple[SummaryState, Any, bool], "int | None"]
+
+
+def summaries(latest: dict[bytes, Latest]) -> list[Item]:
     """The agents.sessions records of a batch: each session's latest summary, once."""
-    return [(SESSIONS_TOPIC, encode_summary(published(summary)), key, partition, ts_ms)
+    return [(SESSIONS_TOPIC, encode_summary(record(*summary)), key, partition, ts_ms)
             for key, (partition, summary, ts_ms) in latest.items()]
 
 
@@ -120,7 +124,7 @@ class Checkpoint:
         self.states: dict[bytes, tuple[int, bytes | None, Any]] = {}
         self.counted: list[Counted] = []
         #: session key -> (partition, its summary after the batch so far, timestamp ms)
-        self.summaries: dict[bytes, tuple[int, SessionSummary, int | None]] = {}
+        self.summaries: dict[bytes, Latest] = {}
         self.summary_items: list[Item] = []
         self.stamps: list[float] = []
         self.records = self.lines = 0
@@ -193,7 +197,8 @@ class Checkpoint:
             await self.fleet.count(self.counted)
         try:
             self.metrics.normalized(self.provider, self.name, self.records, self.lines,
-                                    [*self.items, *self.summary_items], self.stamps, self.seconds["translate"],
+                                    [*self.items, *self.summary_items], self.stamps,
+                                    self.seconds["translate"],
                                     self.seconds["publish"])
         except Exception:  # counting must not stop a delivered batch from being acknowledged
             log.exception("%s: a batch could not be counted", self.name)

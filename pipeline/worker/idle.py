@@ -24,7 +24,7 @@ from pipeline.worker.fleet import Counted, FleetStage
 from pipeline.worker.normalize import Normalizer, closed_at, closed_mark
 from pipeline.worker.output import OutputProducer, until_stopped
 from topics.catalog import SESSIONS_TOPIC
-from topics.sessions import encode_summary, published
+from topics.sessions import encode_summary, record
 
 log = logging.getLogger("canonflow")
 
@@ -106,7 +106,7 @@ def add_idle_expiry(app: Any, settings: Settings, name: str, tables: Tables,
                 items.extend(outputs(out, key, partition, now_ms))
                 at = stand_ins.setdefault(partition, partition_stand_in(partition))
                 if out.summary is not None:
-                    items.append((SESSIONS_TOPIC, encode_summary(published(out.summary)), key,
+                    items.append((SESSIONS_TOPIC, encode_summary(record(*out.summary)), key,
                                   partition, now_ms))
                 if out.summary is not None and retention_ms > 0:
                     entries.append((key, partition, closed_mark(now_ms, partition), at))

@@ -47,7 +47,7 @@ from topics.catalog import EVENT_MAX_MESSAGE_BYTES, raw_topic
 from topics.chat import ChatError, encode_chat
 from topics.cloudevents import Header, Headers
 from topics.records import HEADER_ORIGIN, HEADER_TIME, DeadLetter, Origin, encode_deadletter
-from topics.sessions import SessionSummary, StoredSummary
+from topics.sessions import SummaryState
 
 log = logging.getLogger(__name__)
 #: Distinct internal errors logged with their trace per normalizer (a bug that fails
@@ -70,8 +70,9 @@ class Output(msgspec.Struct, frozen=True):
     #: the CloudEvents headers of each of `records` and `chat` (topics.cloudevents)
     record_headers: list[list[Header]] = []
     chat_headers: list[list[Header]] = []
-    #: the session's summary after `records` (agents.sessions), None when it has none
-    summary: SessionSummary | None = None
+    #: the session's summary after `records` (agents.sessions): its stored part, the last
+    #: event and whether it closed the session (topics.sessions.record); None: unchanged
+    summary: tuple[SummaryState, Any, bool] | None = None
 
 
 class SessionEntry(msgspec.Struct, Generic[S], array_like=True, frozen=True):
@@ -82,7 +83,7 @@ class SessionEntry(msgspec.Struct, Generic[S], array_like=True, frozen=True):
 
     session: Session[S]
     chat: Session[ChatState] | None = None
-    summary: StoredSummary | None = None
+    summary: SummaryState | None = None
 
 
 #: The table value of a session closed for idleness while its summary is kept
@@ -234,7 +235,8 @@ class Normalizer:
                                time_ms=now_ms, reason=reason, spool=spool)
         out = self._published(events, entry.chat, key, session.partition, -1, "agent", now_ms,
                               spool)
-        summary = summarize(entry.summary, events, closing=True) if self.summaries else None
+        kept = summarize(entry.summary, events) if self.summaries else None
+        summary = (kept, events[-1], True) if kept is not None and events else None
         return session.partition, Output(None, out.records, out.dead, delete=True,
                                          chat=out.chat, record_headers=out.record_headers,
                                          chat_headers=out.chat_headers, summary=summary)
@@ -284,14 +286,14 @@ class Normalizer:
         if new is session:
             return Output(None, [], [])
         out = self._published(events, entry.chat, key, partition, offset, origin, time_ms, spool)
-        summary = summarize(entry.summary, events) if self.summaries else None
+        kept = summarize(entry.summary, events) if self.summaries else None
         return Output(
-            self._encode_state(SessionEntry(new, out.chat_state, summary)),
+            self._encode_state(SessionEntry(new, out.chat_state, kept)),
             out.records,
             [dead(str(f.error), self._error_class(f.error), f.data, f.line) for f in failures]
             + out.dead,
             chat=out.chat, record_headers=out.record_headers, chat_headers=out.chat_headers,
-            summary=summary if events else None,
+            summary=(kept, events[-1], False) if kept is not None and events else None,
         )
 
     def _error_class(self, error: AdapterError) -> str:
