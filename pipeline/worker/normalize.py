@@ -235,8 +235,8 @@ class Normalizer:
                                time_ms=now_ms, reason=reason, spool=spool)
         out = self._published(events, entry.chat, key, session.partition, -1, "agent", now_ms,
                               spool)
-        kept = summarize(entry.summary, events) if self.summaries else None
-        summary = (kept, events[-1], True) if kept is not None and events else None
+        kept = summarize(entry.summary, out.shown) if self.summaries else None
+        summary = (kept, out.shown[-1], True) if kept is not None and events else None
         return session.partition, Output(None, out.records, out.dead, delete=True,
                                          chat=out.chat, record_headers=out.record_headers,
                                          chat_headers=out.chat_headers, summary=summary)
@@ -286,14 +286,14 @@ class Normalizer:
         if new is session:
             return Output(None, [], [])
         out = self._published(events, entry.chat, key, partition, offset, origin, time_ms, spool)
-        kept = summarize(entry.summary, events) if self.summaries else None
+        kept = summarize(entry.summary, out.shown) if self.summaries else None
         return Output(
             self._encode_state(SessionEntry(new, out.chat_state, kept)),
             out.records,
             [dead(str(f.error), self._error_class(f.error), f.data, f.line) for f in failures]
             + out.dead,
             chat=out.chat, record_headers=out.record_headers, chat_headers=out.chat_headers,
-            summary=(kept, events[-1], False) if kept is not None and events else None,
+            summary=(kept, out.shown[-1], False) if kept is not None and events else None,
         )
 
     def _error_class(self, error: AdapterError) -> str:
@@ -328,6 +328,7 @@ class Normalizer:
             # the envelope: never redacted (ids, seq, time); the type of what is
             # published (a runtime.warning in place of an event too large)
             shown = published if published is not None else e
+            out.shown.append(shown)
             record_headers.append(head.event(shown.__struct_config__.tag, e.eventId, key,
                                              e.createdAt))
             if published is None or not self.chat:
@@ -397,7 +398,8 @@ class _Published:
     """What `Normalizer._published` gives: encoded records, their headers, dead letters
     and the chat state after them."""
 
-    __slots__ = ("records", "record_headers", "chat", "chat_headers", "dead", "chat_state")
+    __slots__ = ("records", "record_headers", "chat", "chat_headers", "dead", "chat_state",
+                 "shown")
 
     def __init__(self, chat_state: Session[ChatState] | None):
         self.records: list[bytes] = []
@@ -406,6 +408,7 @@ class _Published:
         self.chat_headers: list[list[Header]] = []
         self.dead: list[bytes] = []
         self.chat_state = chat_state
+        self.shown: list[Any] = []  # the events as published (redacted), for the summary
 
 
 _ENVELOPE = ("schemaVersion", "eventId", "seq", "provider", "sessionId", "createdAt", "threadId",
