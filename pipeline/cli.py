@@ -336,8 +336,15 @@ def tail(broker: str | None, session: str | None, as_json: bool, deadletters: bo
     Control characters in what it prints (agent output, session ids: anything a
     producer wrote) are shown as escapes, never sent to the terminal raw."""
 
-    from pipeline.tools.kafka_io import follow
-    from pipeline.views.render import ChatRenderer, decode_record, json_text, render, unreadable
+    from pipeline.tools.kafka_io import follow, follow_events
+    from pipeline.views.render import (
+        ChatRenderer,
+        decode_record,
+        json_text,
+        render,
+        unreadable,
+        visible,
+    )
     from topics.catalog import CANONICAL_TOPIC, CHAT_TOPIC, DEADLETTER_TOPIC
 
     settings = _settings(broker=broker)
@@ -361,11 +368,21 @@ def tail(broker: str | None, session: str | None, as_json: bool, deadletters: bo
             click.echo(render(record))
         return max_events is not None and seen >= max_events
 
+    def gap(g, rec) -> None:  # noqa: ANN001
+        if key is None or rec.key == key:
+            click.echo(visible(f"(gap: session {g.sessionId}: seq {g.after + 1} to "
+                               f"{g.before - 1} never arrived)", lines=False))
+
     chat = ChatRenderer(lambda s: (sys.stdout.write(s), sys.stdout.flush()))
     topic = (DEADLETTER_TOPIC if deadletters else CHAT_TOPIC if view == "chat"
              else CANONICAL_TOPIC)
-    _on_broker(settings, follow(settings, [topic], show, from_beginning=from_beginning,
-                                idle_timeout=idle_timeout))
+    if deadletters:
+        work = follow(settings, [topic], show, from_beginning=from_beginning,
+                      idle_timeout=idle_timeout)
+    else:  # the consumer library: copies dropped, gaps said
+        work = follow_events(settings, topic, show, on_gap=gap,
+                             from_beginning=from_beginning, idle_timeout=idle_timeout)
+    _on_broker(settings, work)
 
 
 @main.group()

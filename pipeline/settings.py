@@ -49,6 +49,13 @@ class Settings(Struct, frozen=True, kw_only=True):
     stall_tool: float = 600.0
     stall_approval: float = 300.0
     stall_scan_interval: float = 10.0
+    #: Publish each session's summary to agents.sessions (topics.sessions).
+    sessions_enabled: bool = True
+    #: Seconds a closed session's summary stays on agents.sessions (state "exited")
+    #: before a tombstone removes it; 0 removes it when the idle close ends the session.
+    #: Meanwhile its table entry is a small mark (close time, partition), tombstoned at
+    #: the first idle scan past the retention.
+    sessions_retention: float = 0.0
     #: Records per agent batch, and how long (seconds) a batch waits to fill.
     batch_max: int = 500
     batch_within: float = 0.01

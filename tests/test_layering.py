@@ -57,3 +57,11 @@ def test_importing_packages_has_no_side_effects_and_replay_stays_light():
             "print(','.join(heavy))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "", f"importing the CLI loaded {out.stdout.strip()}"
+
+
+def test_the_consumer_library_imports_no_faust():
+    """A consumer service depends on the contract and aiokafka, not on the worker."""
+    code = ("import sys, pipeline.cluster.consumer;"
+            "print(','.join(m for m in ('faust', 'mode') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "", f"the consumer library loaded {out.stdout.strip()}"

@@ -21,6 +21,7 @@ from topics.catalog import (
     DEFAULT_PARTITIONS,
     PROVIDERS,
     RAW_TOPICS,
+    SESSIONS_TOPIC,
     TopicSpec,
     raw_topic,
     topic,
@@ -28,6 +29,7 @@ from topics.catalog import (
 from topics.chat import ChatRecord, decode_chat, encode_chat
 from topics.records import CaptureLine, DeadLetter
 from topics.runtimes import RUNTIMES, Runtime, runtime
+from topics.sessions import SessionSummary, decode_summary, encode_summary
 from topics.usage import Cost, CostSource, TokenUsage
 
 __all__ = [
@@ -42,6 +44,7 @@ __all__ = [
     "RAW_TOPICS",
     "RUNTIMES",
     "SCHEMA_VERSION",
+    "SESSIONS_TOPIC",
     "TOOL_ITEM_TYPES",
     "Author",
     "CanonicalEvent",
@@ -53,12 +56,15 @@ __all__ = [
     "Decision",
     "InputOutcome",
     "Runtime",
+    "SessionSummary",
     "TokenUsage",
     "TopicSpec",
     "decode_chat",
     "decode_event",
+    "decode_summary",
     "encode_chat",
     "encode_event",
+    "encode_summary",
     "raw_topic",
     "runtime",
     "topic",

@@ -41,7 +41,7 @@ class TopicSpec(Struct, frozen=True, kw_only=True):
     """One topic of the catalog."""
 
     name: str
-    role: Literal["raw", "canonical", "chat", "deadletter", "metrics", "changelog"]
+    role: Literal["raw", "canonical", "chat", "sessions", "deadletter", "metrics", "changelog"]
     key: str
     value: str
     owner: str
@@ -62,6 +62,7 @@ RAW_TOPICS: dict[str, str] = {r.id: r.raw_topic for r in RUNTIMES}
 CANONICAL_TOPIC = "agents.canonical"
 CHAT_TOPIC = "agents.chat"
 DEADLETTER_TOPIC = "agents.deadletter"
+SESSIONS_TOPIC = "agents.sessions"
 METRICS_TOPIC = "agents.metrics"
 
 _RAW_VALUE = "NDJSON: one or more native messages of the session, exactly as the runtime wrote them"
@@ -96,6 +97,16 @@ CATALOG: tuple[TopicSpec, ...] = (
         owner="canonflow chat projection",
         retention_ms=7 * DAY_MS,
         max_message_bytes=EVENT_MAX_MESSAGE_BYTES,
+    ),
+    TopicSpec(
+        name=SESSIONS_TOPIC,
+        role="sessions",
+        key="fleet session id (UTF-8)",
+        value="the session's latest summary (JSON, topics.sessions.SessionSummary); "
+              "null (a tombstone) once it is closed and its retention is over: keep the "
+              "last record per key",
+        owner="canonflow normalize agents",
+        cleanup_policy="compact",
     ),
     TopicSpec(
         name=DEADLETTER_TOPIC,

@@ -11,14 +11,16 @@ from topics.chat import ChatRecord
 from topics.metrics import FleetMetrics
 from topics.records import DeadLetter
 from topics.runtimes import RUNTIMES
+from topics.sessions import SessionSummary
 
 
 def schema() -> dict[str, object]:
     """One JSON Schema document: `$defs` for every type, and the published records
-    (`CanonicalEvent`, `ChatRecord`, `DeadLetter`, `FleetMetrics`) named under
+    (`CanonicalEvent`, `ChatRecord`, `DeadLetter`, `FleetMetrics`, `SessionSummary`) named under
     `x-canonflow-records`, and the registered provider ids under `x-canonflow-providers`."""
     records = {"CanonicalEvent": CanonicalEvent, "ChatRecord": ChatRecord,
-               "DeadLetter": DeadLetter, "FleetMetrics": FleetMetrics}
+               "DeadLetter": DeadLetter, "FleetMetrics": FleetMetrics,
+               "SessionSummary": SessionSummary}
     schemas, components = msgspec.json.schema_components(
         list(records.values()), ref_template="#/$defs/{name}")
     doc: dict[str, object] = {

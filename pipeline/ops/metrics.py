@@ -422,8 +422,9 @@ def event_type(encoded: bytes) -> bytes:
     return encoded[_TYPE_START:encoded.find(b'"', _TYPE_START)]
 
 
-#: One output record of a batch: (topic, value, key, partition, timestamp ms).
-Item = tuple[str, bytes, "bytes | None", int, "int | None"]
+#: One output record of a batch: (topic, value, key, partition, timestamp ms), and its
+#: headers after them on the canonical and chat topics (pipeline.worker.output.Record).
+Item = tuple[Any, ...]
 
 
 class WorkerMetrics:
@@ -553,7 +554,7 @@ class WorkerMetrics:
         self.native_messages.inc(p, lines)
         types: dict[bytes, int] = {}
         open_turns = self.turns_open.setdefault(provider, set())
-        for topic, value, key, _, _ in items:
+        for topic, value, key, *_ in items:
             if topic == CANONICAL_TOPIC:
                 t = event_type(value)
                 types[t] = types.get(t, 0) + 1
@@ -586,13 +587,15 @@ class WorkerMetrics:
             open_turns.discard(key)
             n += 1
         self.idle_closed.inc((provider,), n)
-        for _, value, _, _, _ in items:
-            self.canonical_events.inc((provider, event_type(value).decode("ascii", "replace")))
+        for topic, value, *_ in items:
+            if topic == CANONICAL_TOPIC:
+                self.canonical_events.inc((provider,
+                                           event_type(value).decode("ascii", "replace")))
         self.count_outputs(items)
 
     def stalls(self, provider: str, items: list[Item]) -> None:
         """Account the stall scan's output (session.state.changed events, chat records)."""
-        for topic, value, _, _, _ in items:
+        for topic, value, *_ in items:
             if topic == CANONICAL_TOPIC:
                 self.canonical_events.inc((provider, event_type(value).decode("ascii", "replace")))
         self.count_outputs(items)

@@ -11,6 +11,7 @@ from pipeline.cluster.admin import kafka_client_kwargs
 from pipeline.settings import Settings
 from pipeline.tools.replay import Format, check_format, iter_lines, parse_line
 from topics.catalog import raw_topic
+from topics.consumer import Gap
 from topics.records import HEADER_ORIGIN, HEADER_TIME
 
 
@@ -109,3 +110,27 @@ async def follow(settings: Settings, topics: list[str],
                         return
     finally:
         await consumer.stop()
+
+
+async def follow_events(settings: Settings, topic: str,
+                        on_record: Callable[[Any], Awaitable[bool] | bool], *,
+                        on_gap: Callable[[Gap, Any], None] | None = None,
+                        from_beginning: bool = True, idle_timeout: float | None = None) -> None:
+    """As `follow`, for agents.canonical or agents.chat through the consumer library
+    (pipeline.cluster.consumer, no group): a copy of a record already passed on (a
+    worker's redelivery) is not passed on again, and a gap in a session's seq goes to
+    on_gap(Gap, the record after it)."""
+    from pipeline.cluster.consumer import Consumer
+
+    async with Consumer(topic, from_beginning=from_beginning, idle_timeout=idle_timeout,
+                        **kafka_client_kwargs(settings)) as events:
+        async for item, rec in events.records():
+            if isinstance(item, Gap):
+                if on_gap is not None:
+                    on_gap(item, rec)
+                continue
+            done = on_record(rec)
+            if not isinstance(done, bool):
+                done = await done
+            if done:
+                return

@@ -280,15 +280,17 @@ class ChatStore:
 class ConsumerStatus:
     """What /api/status says about the chat consumer."""
 
-    __slots__ = ("connected", "error", "records")
+    __slots__ = ("connected", "error", "records", "gaps")
 
     def __init__(self) -> None:
         self.connected = False
         self.error: str | None = None  # why the last attempt failed
         self.records = 0
+        self.gaps = 0  # gaps in a session's seq the consumer library reported
 
     def as_dict(self) -> dict[str, Any]:
-        return {"connected": self.connected, "error": self.error, "records": self.records}
+        return {"connected": self.connected, "error": self.error, "records": self.records,
+                "gaps": self.gaps}
 
 
 async def consume_chat(settings: Settings, store: ChatStore, status: ConsumerStatus, *,
@@ -296,24 +298,23 @@ async def consume_chat(settings: Settings, store: ChatStore, status: ConsumerSta
     """Feed `agents.chat` into the store until cancelled; reconnects with backoff when
     the broker is unreachable (the error shows in /api/status). Never raises except
     CancelledError."""
-    from aiokafka import AIOKafkaConsumer
-
     from pipeline.cluster.admin import kafka_client_kwargs
+    from pipeline.cluster.consumer import Consumer
+    from topics.consumer import Gap
 
     delay = 0.5
     while True:
-        consumer = AIOKafkaConsumer(CHAT_TOPIC, **kafka_client_kwargs(settings), group_id=None,
-                                    auto_offset_reset="earliest" if from_beginning else "latest",
-                                    enable_auto_commit=False)
+        consumer = Consumer(CHAT_TOPIC, from_beginning=from_beginning, poll_ms=500,
+                            **kafka_client_kwargs(settings))
         try:
             await consumer.start()
             status.connected, status.error, delay = True, None, 0.5
-            while True:
-                batch = await consumer.getmany(timeout_ms=500)
-                for tp in sorted(batch, key=lambda tp: tp.partition):
-                    for rec in batch[tp]:
-                        status.records += 1
-                        store.add(rec.value, rec.timestamp)
+            async for item, rec in consumer.records():  # copies dropped, gaps counted
+                if isinstance(item, Gap):
+                    status.gaps += 1
+                    continue
+                status.records += 1
+                store.add(rec.value, rec.timestamp)
         except asyncio.CancelledError:
             raise
         except Exception as e:  # noqa: BLE001 - any broker trouble: report, back off, retry

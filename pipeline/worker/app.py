@@ -138,7 +138,8 @@ def _add_normalizer(app: faust.App, settings: Settings, provider: str,
     step = Normalizer(provider, include_raw=settings.include_raw,
                       max_record_bytes=settings.max_record_bytes,
                       max_message_bytes=settings.max_message_bytes,
-                      chat=settings.chat_enabled, item_cap=settings.item_cap)
+                      chat=settings.chat_enabled, item_cap=settings.item_cap,
+                      app_id=settings.app_id, summaries=settings.sessions_enabled)
     name = f"normalize.{provider}"
     tables, sessions = Tables(table, items, step.redactor), Sessions()
 

@@ -28,7 +28,8 @@ from pipeline.worker.fleet import Counted, FleetStage
 from pipeline.worker.normalize import BatchSpool, Output
 from pipeline.worker.output import OutputProducer, Record
 from pipeline.worker.waits import Waits
-from topics.catalog import CANONICAL_TOPIC, CHAT_TOPIC, DEADLETTER_TOPIC
+from topics.catalog import CANONICAL_TOPIC, CHAT_TOPIC, DEADLETTER_TOPIC, SESSIONS_TOPIC
+from topics.sessions import SummaryState, encode_summary, record
 
 log = logging.getLogger("canonflow")
 
@@ -60,11 +61,23 @@ class Sessions:
 def outputs(out: Output, key: bytes | None, partition: int, ts_ms: int | None
             ) -> Iterator[Item]:
     """What `out` publishes, on the partition of the record it came from: its canonical
-    events, chat records and dead letters."""
-    for topic, values in ((CANONICAL_TOPIC, out.records), (CHAT_TOPIC, out.chat),
-                          (DEADLETTER_TOPIC, out.deadletters)):
-        for value in values:
-            yield topic, value, key, partition, ts_ms
+    events and chat records with their CloudEvents headers, and its dead letters."""
+    for topic, values, headers in ((CANONICAL_TOPIC, out.records, out.record_headers),
+                                   (CHAT_TOPIC, out.chat, out.chat_headers)):
+        for value, h in zip(values, headers, strict=True):
+            yield topic, value, key, partition, ts_ms, h
+    for value in out.deadletters:
+        yield DEADLETTER_TOPIC, value, key, partition, ts_ms
+
+
+#: A session's summary as a batch left it: (partition, Output.summary, timestamp ms).
+Latest = tuple[int, tuple[SummaryState, Any, bool], "int | None"]
+
+
+def summaries(latest: dict[bytes, Latest]) -> list[Item]:
+    """The agents.sessions records of a batch: each session's latest summary, once."""
+    return [(SESSIONS_TOPIC, encode_summary(record(*summary)), key, partition, ts_ms)
+            for key, (partition, summary, ts_ms) in latest.items()]
 
 
 async def store(sink: OutputProducer, table: Any, entries: list[Entry], agent: str) -> None:
@@ -87,7 +100,8 @@ class Checkpoint:
     steps that make it durable, in order (`commit`):
 
     1. `publish`: the canonical events, chat records and dead letters, on each record's
-       own partition, with the item chunks the batch spooled (written locally, their
+       own partition, each session's summary after them (agents.sessions, once per
+       batch), with the item chunks the batch spooled (written locally, their
        changelog records in the same delivery, so a stored state never names a chunk
        that is not stored); waits until every one is delivered (sent again until it
        is: OutputProducer.publish).
@@ -114,6 +128,9 @@ class Checkpoint:
         #: session key -> what it waits on after the batch's last event of it
         self.waiting: dict[bytes, str] = {}
         self.counted: list[Counted] = []
+        #: session key -> (partition, its summary after the batch so far, timestamp ms)
+        self.summaries: dict[bytes, Latest] = {}
+        self.summary_items: list[Item] = []
         self.stamps: list[float] = []
         self.records = self.lines = 0
         self.started = time.perf_counter()
@@ -140,6 +157,8 @@ class Checkpoint:
             self.states[key] = (partition, out.state, record)
         if key is not None and out.waiting is not None:
             self.waiting[key] = out.waiting
+        if key is not None and out.summary is not None:
+            self.summaries[key] = (partition, out.summary, ts_ms)
         if value:
             self.lines += value.count(b"\n") + (value[-1:] != b"\n")
         if ts:
@@ -159,8 +178,9 @@ class Checkpoint:
 
     async def publish(self) -> None:
         chunks = write_entries(self.tables.items, self.spool.entries(drops=False))
-        if self.items or chunks:
-            records: list[Record] = [*self.items, *chunks]
+        self.summary_items = summaries(self.summaries)
+        if self.items or chunks or self.summary_items:
+            records: list[Record] = [*self.items, *self.summary_items, *chunks]
             ends = await self.sink.publish(
                 records, self.name, exact_ends=self.sink.settings.producer_max_batch_size == 1)
             note_persisted([self.tables.items], ends)
@@ -189,7 +209,8 @@ class Checkpoint:
             await self.fleet.count(self.counted)
         try:
             self.metrics.normalized(self.provider, self.name, self.records, self.lines,
-                                    self.items, self.stamps, self.seconds["translate"],
+                                    [*self.items, *self.summary_items], self.stamps,
+                                    self.seconds["translate"],
                                     self.seconds["publish"])
         except Exception:  # counting must not stop a delivered batch from being acknowledged
             log.exception("%s: a batch could not be counted", self.name)

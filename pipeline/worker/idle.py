@@ -21,8 +21,10 @@ from pipeline.worker.faust_door import (
     write_entries,
 )
 from pipeline.worker.fleet import Counted, FleetStage
-from pipeline.worker.normalize import Normalizer
+from pipeline.worker.normalize import Normalizer, closed_at, closed_mark
 from pipeline.worker.output import OutputProducer, until_stopped
+from topics.catalog import SESSIONS_TOPIC
+from topics.sessions import encode_summary, record
 
 log = logging.getLogger("canonflow")
 
@@ -44,8 +46,15 @@ def add_idle_expiry(app: Any, settings: Settings, name: str, tables: Tables,
     cluster takes them, hold nothing the agent needs, and stop when the worker stops:
     then no tombstone was delivered, and the worker that recovers the sessions closes
     them again (the same eventIds). (Issue 25: 100,000 sessions closed in one go, their
-    delivery retried under the agent's lock, stopped the worker for 12 minutes.)"""
+    delivery retried under the agent's lock, stopped the worker for 12 minutes.)
+
+    A closed session's last summary goes to agents.sessions with its closing events.
+    With a retention (settings.sessions_retention), its table entry becomes a mark of
+    the close time until a scan past the retention tombstones the summary and the
+    mark (a mark outlives a restart: it is in the changelog); without, the summary's
+    tombstone follows the summary at once."""
     table = tables.sessions
+    retention_ms = int(settings.sessions_retention * 1000)
     chunk = 500  # sessions: 1,500 to 3,000 records to deliver, made in about 10 ms
     exact = sink.settings.producer_max_batch_size == 1
 
@@ -68,6 +77,8 @@ def add_idle_expiry(app: Any, settings: Settings, name: str, tables: Tables,
         """Close the sessions of `keys` still idle; False when the worker stopped first."""
         now_ms = int(time.time() * 1000)
         closed: list[tuple[bytes, int]] = []
+        forgotten: list[bytes] = []  # closed earlier: their summaries' retention is over
+        entries: list[Entry] = []  # the table's: tombstones, or marks of closed sessions
         items: list[Item] = []
         counted: list[Counted] = []
         stand_ins: dict[int, Any] = {}
@@ -78,6 +89,13 @@ def add_idle_expiry(app: Any, settings: Settings, name: str, tables: Tables,
                 stored = local(table).get(key)
                 if seen is None or seen > cutoff or stored is None:
                     continue  # a record came since the scan began, or the session ended
+                mark = closed_at(stored)
+                if mark is not None:  # closed, its summary kept: until the retention ends
+                    if now_ms - mark[0] >= retention_ms:
+                        items.append((SESSIONS_TOPIC, None, key, mark[1], now_ms))
+                        entries.append((key, mark[1], None, None))
+                        forgotten.append(key)
+                    continue
                 spool = tables.spool()  # its chunks live on the session's partition
                 try:
                     partition, out = step.expire(stored, key, now_ms=now_ms, spool=spool)
@@ -86,17 +104,26 @@ def add_idle_expiry(app: Any, settings: Settings, name: str, tables: Tables,
                     continue
                 drops.extend((k, partition, None, None) for k, *_ in spool.entries(drops=True))
                 items.extend(outputs(out, key, partition, now_ms))
+                at = stand_ins.setdefault(partition, partition_stand_in(partition))
+                if out.summary is not None:
+                    items.append((SESSIONS_TOPIC, encode_summary(record(*out.summary)), key,
+                                  partition, now_ms))
+                if out.summary is not None and retention_ms > 0:
+                    entries.append((key, partition, closed_mark(now_ms, partition), at))
+                else:
+                    if out.summary is not None:
+                        items.append((SESSIONS_TOPIC, None, key, partition, now_ms))
+                    entries.append((key, partition, None, None))
                 if fleet is not None:
-                    at = stand_ins.setdefault(partition, partition_stand_in(partition))
                     counted.extend(Counted(key, v, partition, None, now_ms, at)
                                    for v in out.records)
                 closed.append((key, partition))
-            for key, _ in closed:
+            for key in [*(key for key, _ in closed), *forgotten]:
                 sessions.last_seen.pop(key, None)
                 sessions.waits.drop(key)
-            tombstones = write_entries(table, [(key, p, None, None) for key, p in closed])
+            tombstones = write_entries(table, entries)
             chunk_tombstones = write_entries(tables.items, drops)
-        if not closed:
+        if not closed and not forgotten:
             return True
 
         async def deliver() -> None:
@@ -104,7 +131,7 @@ def add_idle_expiry(app: Any, settings: Settings, name: str, tables: Tables,
                 await sink.publish(items, f"{name}.idle")
             # a session that came back meanwhile has a new life, whose state stands
             for t, records in ((table, tombstones), (tables.items, chunk_tombstones)):
-                records = [r for r in records if r[2] not in local(t)]
+                records = [r for r in records if local(t).get(r[2]) == r[1]]
                 if records:
                     note_persisted([t], await sink.publish(records, f"{name}.idle",
                                                        exact_ends=exact))
@@ -114,7 +141,8 @@ def add_idle_expiry(app: Any, settings: Settings, name: str, tables: Tables,
         if counted and fleet is not None:
             await fleet.count(counted)
         metrics.closed_idle(step.provider, (key for key, _ in closed), items)
-        log.info("%s: closed %d idle session(s)", name, len(closed))
+        log.info("%s: closed %d idle session(s), tombstoned %d summaries", name, len(closed),
+                 len(forgotten))
         return True
 
     app.timer(settings.idle_scan_interval, name=f"{name}.idle")(scan)

@@ -35,6 +35,7 @@ from adapters import (
 from adapters.core import DEFAULT_ITEM_CAP, Emitter, close_session
 from adapters.projections.chat import SPOOL_PREFIX as CHAT_SPOOL_PREFIX
 from adapters.projections.chat import ChatState, project_next
+from adapters.projections.summary import summarize
 from pipeline.privacy.redact import Redactor
 from pipeline.worker.waits import Watch, open_requests, waiting_on
 from topics.canonical import (
@@ -47,7 +48,9 @@ from topics.canonical import (
 )
 from topics.catalog import EVENT_MAX_MESSAGE_BYTES, raw_topic
 from topics.chat import ChatError, encode_chat
+from topics.cloudevents import Header, Headers
 from topics.records import HEADER_ORIGIN, HEADER_TIME, DeadLetter, Origin, encode_deadletter
+from topics.sessions import SummaryState
 
 log = logging.getLogger(__name__)
 #: Distinct internal errors logged with their trace per normalizer (a bug that fails
@@ -69,17 +72,43 @@ class Output(msgspec.Struct, frozen=True):
     delete: bool = False
     chat: list[bytes] = []
     waiting: str | None = None
+    #: the CloudEvents headers of each of `records` and `chat` (topics.cloudevents)
+    record_headers: list[list[Header]] = []
+    chat_headers: list[list[Header]] = []
+    #: the session's summary after `records` (agents.sessions): its stored part, the last
+    #: event and whether it closed the session (topics.sessions.record); None: unchanged
+    summary: tuple[SummaryState, Any, bool] | None = None
 
 
 class SessionEntry(msgspec.Struct, Generic[S], array_like=True, frozen=True):
     """A session's table value: the translator's session and, when the chat
-    projection runs, the chat projection's own state, and the stall watch's (waits.Watch:
-    open requests, a stall said). One value, written once per batch, so they can never
-    disagree after a crash."""
+    projection runs, the chat projection's own state, the stall watch's (waits.Watch:
+    open requests, a stall said) and the session's summary (agents.sessions). One value,
+    written once per batch, so they can never disagree after a crash."""
 
     session: Session[S]
     chat: Session[ChatState] | None = None
     watch: Watch | None = None
+    summary: SummaryState | None = None
+
+
+#: The table value of a session closed for idleness while its summary is kept
+#: (CANONFLOW_SESSIONS_RETENTION): this prefix, then "<close time, epoch ms>:<partition>".
+#: Never a SessionEntry (msgpack arrays start with 0x90-0x9f, 0xdc or 0xdd; "c" is 0x63):
+#: a record for the session starts a new life, as after a deletion.
+CLOSED_MARK = b"closed:"
+
+
+def closed_mark(now_ms: int, partition: int) -> bytes:
+    return CLOSED_MARK + f"{now_ms}:{partition}".encode()
+
+
+def closed_at(stored: bytes | None) -> tuple[int, int] | None:
+    """(close time ms, partition) of a closed session's mark; None for anything else."""
+    if not stored or not stored.startswith(CLOSED_MARK):
+        return None
+    ms, partition = stored[len(CLOSED_MARK):].split(b":")
+    return int(ms), int(partition)
 
 
 class BatchSpool:
@@ -175,8 +204,11 @@ class Normalizer:
                  max_record_bytes: int = 1024 * 1024, max_message_bytes: int | None = None,
                  redactor: Redactor | None = None, chat: bool = True,
                  item_cap: int = DEFAULT_ITEM_CAP,
-                 max_event_bytes: int = EVENT_MAX_MESSAGE_BYTES):
+                 max_event_bytes: int = EVENT_MAX_MESSAGE_BYTES, app_id: str = "canonflow",
+                 summaries: bool = True):
         self.provider = provider
+        self.summaries = summaries  # keep each session's summary (agents.sessions)
+        self.headers = Headers(app_id, provider)  # CloudEvents, on every published record
         self.redactor = redactor if redactor is not None else Redactor.from_env()
         self._publish = self.redactor.publisher()
         self.topic = raw_topic(provider)
@@ -193,7 +225,7 @@ class Normalizer:
         self._logged: set[str] = set()  # the internal errors whose trace was logged
 
     def decode_state(self, stored: bytes | None) -> SessionEntry[Any]:
-        if not stored:
+        if not stored or stored.startswith(CLOSED_MARK):
             return SessionEntry(new_session(self.translator))
         return self._decode_state(stored)
 
@@ -207,9 +239,13 @@ class Normalizer:
         spool = spool if spool is not None else MemorySpool()
         events = close_session(self.translator, session, key.decode("utf-8", "replace"),
                                time_ms=now_ms, reason=reason, spool=spool)
-        records, chat, dead, _ = self._published(events, entry.chat, key, session.partition,
-                                                 -1, "agent", now_ms, spool)
-        return session.partition, Output(None, records, dead, delete=True, chat=chat)
+        out = self._published(events, entry.chat, key, session.partition, -1, "agent", now_ms,
+                              spool)
+        kept = summarize(entry.summary, out.shown) if self.summaries else None
+        summary = (kept, out.shown[-1], True) if kept is not None and events else None
+        return session.partition, Output(None, out.records, out.dead, delete=True,
+                                         chat=out.chat, record_headers=out.record_headers,
+                                         chat_headers=out.chat_headers, summary=summary)
 
     def process(self, stored: bytes | None, key: bytes | None, value: bytes | None, *,
                 partition: int, offset: int, timestamp_ms: int | None = None,
@@ -269,14 +305,15 @@ class Normalizer:
             watch = Watch(requests=requests) if requests else None
         elif stalled:
             new = msgspec.structs.replace(new, seq=session.seq)  # recovered at its next event
-        records, chat, chat_dead, chat_state = self._published(
-            events, entry.chat, key, partition, offset, origin, time_ms, spool)
+        out = self._published(events, entry.chat, key, partition, offset, origin, time_ms, spool)
+        kept = summarize(entry.summary, out.shown) if self.summaries else None
         return Output(
-            self._encode_state(SessionEntry(new, chat_state, watch)),
-            records,
+            self._encode_state(SessionEntry(new, out.chat_state, watch, kept)),
+            out.records,
             [dead(str(f.error), self._error_class(f.error), f.data, f.line) for f in failures]
-            + chat_dead,
-            chat=chat,
+            + out.dead,
+            chat=out.chat, record_headers=out.record_headers, chat_headers=out.chat_headers,
+            summary=(kept, out.shown[-1], False) if kept is not None and events else None,
             waiting=waiting,
         )
 
@@ -302,20 +339,24 @@ class Normalizer:
         if session.epochMs < 0:
             return None
         session_id = key.decode("utf-8", "replace")
-        out = Emitter(self.provider, session_id, session.seq, now_ms, False,
-                      self.translator.raw_source, session.epochMs)
-        out.emit(SessionStateChanged, SessionStateChangedPayload(
+        emitted = Emitter(self.provider, session_id, session.seq, now_ms, False,
+                          self.translator.raw_source, session.epochMs)
+        emitted.emit(SessionStateChanged, SessionStateChangedPayload(
             state="waiting", health="stalled", waitingOn=on,  # type: ignore[arg-type]
             waitedMs=waited_ms,
             reason=f"no event for {waited_ms // 1000} s while waiting on the {on}"),
             synthetic=True, thread=session.thread or UNSET, turn=session.turn or UNSET)
-        records, chat, dead, chat_state = self._published(
-            out.events, entry.chat, key, session.partition, -1, "agent", now_ms, MemorySpool())
+        out = self._published(emitted.events, entry.chat, key, session.partition, -1, "agent",
+                              now_ms, MemorySpool())
+        kept = summarize(entry.summary, out.shown) if self.summaries else None
         watch = Watch(requests=entry.watch.requests if entry.watch else 0, stalled=on,
                       sinceMs=now_ms - waited_ms)
-        new = msgspec.structs.replace(session, seq=out.seq)
-        return session.partition, Output(self._encode_state(SessionEntry(new, chat_state, watch)),
-                                         records, dead, chat=chat)
+        new = msgspec.structs.replace(session, seq=emitted.seq)
+        return session.partition, Output(
+            self._encode_state(SessionEntry(new, out.chat_state, watch, kept)),
+            out.records, out.dead, chat=out.chat, record_headers=out.record_headers,
+            chat_headers=out.chat_headers,
+            summary=(kept, out.shown[-1], False) if kept is not None else None)
 
     def _recovered(self, session: Session[Any], session_id: str, watch: Watch,
                    time_ms: int | None) -> Any:
@@ -345,48 +386,53 @@ class Normalizer:
 
     def _published(self, events: list[Any], chat_state: Session[ChatState] | None,
                    key: bytes, partition: int, offset: int, origin: Origin,
-                   time_ms: int | None, spool: Spool
-                   ) -> tuple[list[bytes], list[bytes], list[bytes], Session[ChatState] | None]:
-        """Encode (and redact) `events`, and project them onto the chat view: (canonical
-        records, chat records, dead letters, the new chat state).
+                   time_ms: int | None, spool: Spool) -> _Published:
+        """Encode (and redact) `events`, with their CloudEvents headers, and project them
+        onto the chat view: canonical records, chat records, dead letters, the new chat
+        state (_Published).
 
         A failure of the projection (a bug, never bad input: the events are ours) costs
         that event's chat records only; the canonical events are published all the same
         and the dead letter keeps the event."""
-        publish = self._publish
-        dead: list[bytes] = []
-        if not self.chat:
-            return [self._fitting(publish(e), key, partition, offset, origin, time_ms, dead)[0]
-                    for e in events], [], dead, None
-        records: list[bytes] = []
-        chat: list[bytes] = []
+        publish, head = self._publish, self.headers
+        out = _Published(chat_state)
+        records, dead, record_headers = out.records, out.dead, out.record_headers
         for e in events:
             data, published = self._fitting(publish(e), key, partition, offset, origin,
                                             time_ms, dead)
             records.append(data)
-            if published is None:
+            # the envelope: never redacted (ids, seq, time); the type of what is
+            # published (a runtime.warning in place of an event too large)
+            shown = published if published is not None else e
+            out.shown.append(shown)
+            record_headers.append(head.event(shown.__struct_config__.tag, e.eventId, key,
+                                             e.createdAt))
+            if published is None or not self.chat:
                 continue
             try:
-                chat_state, out = project_next(chat_state, published, spool)
+                out.chat_state, projected = project_next(out.chat_state, published, spool)
             except Exception as error:  # a projection bug: keep the event, go on
                 log.exception("chat projection failed on %s seq %s", e.sessionId, e.seq)
                 dead.append(self._dead(key, partition, offset, origin, time_ms, str(error),
                                        f"InternalError.chat.{type(error).__name__}", data))
                 continue
-            for r in out:
+            for r in projected:
                 encoded = encode_chat(r)
                 if len(encoded) > self.max_event_bytes:
                     dead.append(self._dead(key, partition, offset, origin, time_ms,
                                            _too_large(len(encoded), self.max_event_bytes),
                                            "OversizedChatRecord", encoded))
-                    encoded = encode_chat(ChatError(
+                    r = ChatError(
                         session_id=r.session_id, provider=r.provider, seq=r.seq,
                         event_id=r.event_id, source_event_id=r.source_event_id,
                         turn_id=r.turn_id, error_class="OversizedChatRecord",
                         message=f"a {r.__struct_config__.tag} record of {len(encoded)} bytes "
-                                "was too large for agents.chat: it is in agents.deadletter"))
-                chat.append(encoded)
-        return records, chat, dead, chat_state
+                                "was too large for agents.chat: it is in agents.deadletter")
+                    encoded = encode_chat(r)
+                out.chat.append(encoded)
+                out.chat_headers.append(head.chat(r.__struct_config__.tag, r.event_id, key,
+                                                  e.createdAt))
+        return out
 
     def _fitting(self, published: tuple[bytes, Any], key: bytes, partition: int, offset: int,
                  origin: Origin, time_ms: int | None, dead: list[bytes]) -> tuple[bytes, Any]:
@@ -422,6 +468,23 @@ class Normalizer:
         # redacted (the original's size and SHA-256 kept, the record itself is in the
         # raw topic for its 3 days), unless CANONFLOW_DEADLETTER_ORIGINAL says otherwise
         return dead_letter_bytes(self.redactor.dead_letter(letter), self.max_message_bytes)
+
+
+class _Published:
+    """What `Normalizer._published` gives: encoded records, their headers, dead letters
+    and the chat state after them."""
+
+    __slots__ = ("records", "record_headers", "chat", "chat_headers", "dead", "chat_state",
+                 "shown")
+
+    def __init__(self, chat_state: Session[ChatState] | None):
+        self.records: list[bytes] = []
+        self.record_headers: list[list[Header]] = []
+        self.chat: list[bytes] = []
+        self.chat_headers: list[list[Header]] = []
+        self.dead: list[bytes] = []
+        self.chat_state = chat_state
+        self.shown: list[Any] = []  # the events as published (redacted), for the summary
 
 
 _ENVELOPE = ("schemaVersion", "eventId", "seq", "provider", "sessionId", "createdAt", "threadId",

@@ -30,9 +30,10 @@ from topics.records import DeadLetter
 
 log = logging.getLogger("canonflow")
 
-#: A record for the output producer: (topic, value, key, partition, timestamp ms); an
-#: output Item, or a changelog record, whose value None is a tombstone.
-Record = tuple[str, bytes | None, bytes | None, int, int | None]
+#: A record for the output producer: (topic, value, key, partition, timestamp ms), and
+#: on the canonical and chat topics its headers (CloudEvents: topics.cloudevents) after
+#: them; an output Item, or a changelog record, whose value None is a tombstone.
+Record = tuple[Any, ...]
 #: Backoff between two attempts to deliver a batch's output: first, then doubling to max.
 RETRY_FIRST_SECONDS = 0.2
 RETRY_MAX_SECONDS = 10.0
@@ -211,7 +212,7 @@ class OutputProducer:
     async def _refused(self, refused: list[tuple[Record, BaseException]], agent: str) -> None:
         """Dead-letter the records the cluster refused for good (see publish)."""
         letters: list[Record] = []
-        for (topic, value, key, partition, ts), error in refused:
+        for (topic, value, key, partition, ts, *_), error in refused:
             name = type(error).__name__
             self.metrics.send_refused([topic], name)
             log.error("%s: %s refused a record of %d bytes for good (%s: %s); it goes to %s",
@@ -255,15 +256,18 @@ class OutputProducer:
                 batch, members = producer.create_batch(), list[int]()
                 last = indexes[-1] if exact_ends and len(indexes) > 1 else None
                 for i in indexes:
-                    _, value, key, _, ts = items[i]
-                    single = bool(alone) and id(items[i]) in alone  # type: ignore[operator]
+                    item = items[i]
+                    _, value, key, _, ts = item[:5]
+                    headers = item[5] if len(item) > 5 else None
+                    single = bool(alone) and id(item) in alone  # type: ignore[operator]
                     if members and (single or i == last):
                         await flush(tp, batch, members)
                         batch, members = producer.create_batch(), []
-                    if batch.append(key=key, value=value, timestamp=ts) is None:  # full
+                    if batch.append(key=key, value=value, timestamp=ts,
+                                    headers=headers) is None:  # full
                         await flush(tp, batch, members)
                         batch, members = producer.create_batch(), []
-                        batch.append(key=key, value=value, timestamp=ts)
+                        batch.append(key=key, value=value, timestamp=ts, headers=headers)
                     members.append(i)
                     if single:  # and nothing after it in the same batch
                         await flush(tp, batch, members)

@@ -27,7 +27,8 @@ class _Batch:
     def __init__(self) -> None:
         self.records: list[tuple[bytes | None, bytes | None]] = []
 
-    def append(self, key: bytes | None, value: bytes | None, timestamp: Any) -> int:
+    def append(self, key: bytes | None, value: bytes | None, timestamp: Any,
+               headers: Any = None) -> int:  # aiokafka's BatchBuilder.append
         self.records.append((key, value))
         return 1
 

@@ -1,0 +1,214 @@
+"""The consumer library: agents.canonical (and agents.chat) as typed events, over aiokafka
+(README "Consuming canonflow"). Imports aiokafka and msgspec only (never Faust), so a
+consumer service depends on canonflow's contract, not on its worker.
+
+    async with Consumer.connect("kafka:9092", group="billing") as events:
+        async for event in events:
+            match event:
+                case Gap():
+                    alert(f"{event.sessionId}: {event.missing} event(s) missing")
+                case TurnCompleted():
+                    bill(event.sessionId, event.payload.cost)
+            events.handled(event)          # committed once all before it are handled
+
+What it does, and why it is enough, is in topics.consumer (the part without I/O):
+duplicates dropped by one seq per session life, gaps yielded as `Gap`, unknown types
+as `Unknown`, and only the contiguous prefix of handled records committed, so that a
+restart reads on from the first record not handled; the `lookback` records before the
+committed offset are read back first, for their seqs only, so that the copies a
+crashed worker published past it are dropped too.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Iterable
+from types import TracebackType
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
+
+from topics.catalog import CANONICAL_TOPIC
+from topics.consumer import DEFAULT_MAX_LIVES, Item, Tracker
+
+#: Records before the committed offset read back on resume, per partition (see the
+#: module doc): far more than a worker publishes again after a crash (its batches not
+#: acknowledged), about 1 KB each to read once.
+DEFAULT_LOOKBACK = 10_000
+#: Seconds between the commits the iterator makes itself of what was marked handled.
+DEFAULT_COMMIT_INTERVAL = 2.0
+
+
+class Consumer:
+    """An async iterator of typed items (topics.consumer.Item) over `topics`.
+
+    With a `group`, offsets are committed to it (only what was marked `handled`: by
+    `commit()`, every `commit_interval` seconds while iterating, and when the consumer
+    stops or loses a partition), and a restart resumes from them. Without one, it reads
+    from the beginning (or from now) and commits nothing, as `canonflow tail` does.
+
+    Iteration ends after `idle_timeout` seconds without a record (None: never). Raises
+    what aiokafka raises when the cluster cannot be reached."""
+
+    def __init__(self, *topics: str, group: str | None = None, from_beginning: bool = True,
+                 lookback: int = DEFAULT_LOOKBACK, max_lives: int = DEFAULT_MAX_LIVES,
+                 commit_interval: float | None = DEFAULT_COMMIT_INTERVAL,
+                 idle_timeout: float | None = None, poll_ms: int = 200, **client: Any):
+        self.topics = topics or (CANONICAL_TOPIC,)
+        self.group, self.from_beginning = group, from_beginning
+        self.lookback, self.commit_interval = lookback, commit_interval
+        self.idle_timeout, self.poll_ms = idle_timeout, poll_ms
+        self.client = client
+        self.tracker = Tracker(max_lives=max_lives)
+        self._consumer: Any = None
+        self._ready: deque[tuple[Item, Any]] = deque()
+        self._resume_at: dict[tuple[str, int], int] = {}  # history below this offset
+        self._last_commit = self._last_record = time.monotonic()
+
+    @classmethod
+    def connect(cls, bootstrap_servers: str, *topics: str, **options: Any) -> Consumer:
+        """A consumer of a cluster at `bootstrap_servers` (other aiokafka client options,
+        TLS and SASL, pass through `options`)."""
+        return cls(*topics, bootstrap_servers=bootstrap_servers, **options)
+
+    async def start(self) -> Consumer:
+        self._consumer = AIOKafkaConsumer(
+            **self.client, group_id=self.group, enable_auto_commit=False,
+            auto_offset_reset="earliest" if self.from_beginning else "latest")
+        if self.group is None:
+            self._consumer.subscribe(list(self.topics))
+        else:
+            self._consumer.subscribe(list(self.topics), listener=_Listener(self))
+        await self._consumer.start()
+        self._last_commit = self._last_record = time.monotonic()
+        return self
+
+    async def stop(self, *, commit: bool = True) -> None:
+        """Commit what was handled (unless `commit` is False), then leave the group."""
+        consumer, self._consumer = self._consumer, None
+        if consumer is None:
+            return
+        try:
+            if commit:
+                await self._commit(consumer)
+        finally:
+            await consumer.stop()
+
+    async def __aenter__(self) -> Consumer:
+        return await self.start()
+
+    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.stop()
+
+    def __aiter__(self) -> AsyncIterator[Item]:
+        return self._items()
+
+    async def _items(self) -> AsyncIterator[Item]:
+        async for item, _ in self.records():
+            yield item
+
+    async def records(self) -> AsyncIterator[tuple[Item, Any]]:
+        """The items with the aiokafka ConsumerRecord each came from (a Gap: the record
+        of the event after it), for readers that want the record's bytes or time."""
+        while True:
+            while self._ready:
+                yield self._ready.popleft()
+            if not await self._fetch():
+                return
+
+    def handled(self, item: Item) -> None:
+        """Done with `item` (topics.consumer.Tracker.handled)."""
+        self.tracker.handled(item)
+
+    async def commit(self) -> dict[tuple[str, int], int]:
+        """Commit, per partition, the offset after its contiguous prefix of handled
+        records; returns what was committed. Nothing without a group."""
+        return await self._commit(self._consumer)
+
+    async def _commit(self, consumer: Any) -> dict[tuple[str, int], int]:
+        self._last_commit = time.monotonic()
+        offsets = self.tracker.commits()
+        if self.group is None or not offsets or consumer is None:
+            return {}
+        await consumer.commit({TopicPartition(*tp): end for tp, end in offsets.items()})
+        self.tracker.committed(offsets)
+        return offsets
+
+    async def _fetch(self) -> bool:
+        """Read the next records into the ready queue; False when iteration ends."""
+        while not self._ready:
+            now = time.monotonic()
+            if self.idle_timeout is not None and now - self._last_record > self.idle_timeout:
+                return False
+            if (self.group is not None and self.commit_interval is not None
+                    and now - self._last_commit >= self.commit_interval):
+                await self._commit(self._consumer)
+            batch = await self._consumer.getmany(timeout_ms=self.poll_ms)
+            for tp in sorted(batch, key=lambda tp: (tp.topic, tp.partition)):
+                self._take(tp, batch[tp])
+        return True
+
+    def _take(self, tp: Any, records: Iterable[Any]) -> None:
+        key = (tp.topic, tp.partition)
+        resume_at = self._resume_at.get(key, -1)
+        for rec in records:
+            self._last_record = time.monotonic()
+            if rec.offset < resume_at:
+                self.tracker.history(key, rec.value)
+                continue
+            self._ready.extend((item, rec) for item in self.tracker.feed(key, rec.offset,
+                                                                         rec.value))
+
+    async def _assigned(self, assigned: Iterable[Any]) -> None:
+        """Each new partition resumes at its committed offset, its `lookback` records
+        before it read back first (history); one without a commit starts at the
+        beginning (or the end: from_beginning=False)."""
+        tps = list(assigned)
+        if not tps:
+            return
+        consumer = self._consumer
+        firsts = await consumer.beginning_offsets(tps)
+        for tp in tps:
+            key, first = (tp.topic, tp.partition), firsts[tp]
+            committed = await consumer.committed(tp)
+            if committed is None:
+                if self.from_beginning:
+                    consumer.seek(tp, first)
+                    self.tracker.assigned(key, first, complete=True)
+                else:
+                    end = (await consumer.end_offsets([tp]))[tp]
+                    consumer.seek(tp, end)
+                    self.tracker.assigned(key, end, complete=False)
+                continue
+            start = max(first, committed - self.lookback)
+            consumer.seek(tp, start)
+            self._resume_at[key] = committed
+            self.tracker.assigned(key, committed, complete=start == first)
+
+    async def _revoked(self, revoked: Iterable[Any]) -> None:
+        """Commit what was handled before the partitions go; forget what was handed out
+        of them and not handled (the next owner reads it)."""
+        tps = [(tp.topic, tp.partition) for tp in revoked]
+        if not tps:
+            return
+        await self._commit(self._consumer)
+        for key in tps:
+            self.tracker.revoked(key)
+            self._resume_at.pop(key, None)
+        self._ready = deque(x for x in self._ready if (x[1].topic, x[1].partition) not in tps)
+
+
+class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+    """Tells the Consumer when partitions come and go (aiokafka awaits these)."""
+
+    def __init__(self, owner: Consumer):
+        self.owner = owner
+
+    async def on_partitions_revoked(self, revoked: Any) -> None:
+        await self.owner._revoked(revoked)
+
+    async def on_partitions_assigned(self, assigned: Any) -> None:
+        await self.owner._assigned(assigned)
+
