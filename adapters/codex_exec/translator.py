@@ -224,7 +224,7 @@ def _end_turn(state: State, out: Emitter, payload: TurnCompletedPayload,
         at = c.item_at(state, out, native_id)
         why = "the turn ended before the item completed"
         if open_item.itemType == "command_execution":  # with what it printed so far
-            close_item(out, at, open_item.itemType, "failed", why, output=_OUTPUT, isError=True)
+            close_item(out, at, open_item.itemType, "failed", why, output_stream=_OUTPUT, isError=True)
         else:
             close_item(out, at, open_item.itemType, "failed", why)
     if state.turnOpen or not synthetic:

@@ -50,24 +50,25 @@ CLOSED_KEPT: Final = 16
 
 
 class At:
-    """Where an event goes: its canonical thread, turn, item and parent ids (UNSET where
-    none) and its providerRefs."""
+    """Where an event goes: its canonical thread, turn, item, parent and request ids
+    (UNSET where none) and its providerRefs."""
 
-    __slots__ = ("thread", "turn", "item", "parent", "refs")
+    __slots__ = ("thread", "turn", "item", "parent", "refs", "request")
 
     def __init__(self, thread: str | UnsetType = UNSET, turn: str | UnsetType = UNSET,
                  item: str | UnsetType = UNSET, parent: str | UnsetType = UNSET,
-                 refs: ProviderRefs | UnsetType = UNSET):
+                 refs: ProviderRefs | UnsetType = UNSET, request: str | UnsetType = UNSET):
         self.thread = thread
         self.turn = turn
         self.item = item
         self.parent = parent
         self.refs = refs
+        self.request = request
 
     def emit(self, out: Emitter, cls: type[_Event], payload: Struct,
              synthetic: bool = False) -> None:
         out.emit(cls, payload, synthetic=synthetic, thread=self.thread, turn=self.turn,
-                 item=self.item, parent=self.parent, refs=self.refs)
+                 item=self.item, request=self.request, parent=self.parent, refs=self.refs)
 
     @property
     def item_id(self) -> str:
@@ -148,17 +149,17 @@ def complete_item(out: Emitter, at: At, payload: ItemPayload, synthetic: bool = 
 
 
 def close_item(out: Emitter, at: At, item_type: str, status: str, detail: str,
-               text: str | None = None, output: str | None = None,
+               text_stream: str | None = None, output_stream: str | None = None,
                **fields: Any) -> None:
     """The synthetic item.completed of an item left open when its turn (message,
-    session) ended: `status` and `detail` say why, the `text` and `output` streams
-    named are taken into the payload (what the item streamed before it was cut off),
+    session) ended: `status` and `detail` say why, the streams named are taken into
+    the payload's `text` and `output` (what the item streamed before it was cut off),
     `fields` are the rest of the payload."""
     item = at.item_id
-    if text is not None:
-        fields.update(taken(out, item, text, "text"))
-    if output is not None:
-        fields.update(taken(out, item, output, "output"))
+    if text_stream is not None:
+        fields.update(taken(out, item, text_stream, "text"))
+    if output_stream is not None:
+        fields.update(taken(out, item, output_stream, "output"))
     complete_item(out, at, ItemPayload(itemType=item_type, status=status,  # type: ignore[arg-type]
                                        detail=detail, **fields), True)
 
