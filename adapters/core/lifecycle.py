@@ -31,7 +31,7 @@ from typing import Any, Final
 
 from msgspec import Struct, UnsetType
 
-from adapters.core.emitter import UNSET, Emitter, replace
+from adapters.core.emitter import UNSET, Emitter
 from adapters.core.spool import whole_fields
 from topics.canonical import (
     ContentDelta,
@@ -177,7 +177,3 @@ def closed_turns(closed: tuple[str, ...], turn: str, kept: int = CLOSED_KEPT
     is dropped, never reopens it (the memory is bounded: the state stays small)."""
     return (*closed, turn)[-kept:]
 
-
-def with_fields(payload: ItemPayload, fields: dict[str, Any]) -> ItemPayload:
-    """`payload` with `fields` set (fields taken from streams into a built payload)."""
-    return replace(payload, **fields) if fields else payload
