@@ -254,8 +254,18 @@ def _emit(state: State, out: Emitter, cls: type[_Event], payload: Struct, *,
           synthetic: bool = False, item: str | None = None, item_ref: str | None = None,
           request: str | None = None, request_ref: str | None = None,
           parent: str | None = None) -> None:
-    """Emit with the current thread/turn (_at)."""
-    _at(state, out, item, item_ref, request, request_ref, parent).emit(out, cls, payload, synthetic)
+    """Emit with the current thread/turn (as _at says, without building an At)."""
+    refs: ProviderRefs | UnsetType = UNSET
+    if state.session or item_ref or request_ref or parent:
+        refs = ProviderRefs(providerThreadId=state.session or UNSET,
+                            providerItemId=item_ref or UNSET,
+                            providerRequestId=request_ref or UNSET,
+                            providerParentItemId=parent or UNSET)
+    out.emit(cls, payload, synthetic=synthetic, thread=_thread(state, out), turn=_turn(state, out),
+             item=out.id("itm", item) if item else UNSET,
+             request=out.id("req", request) if request else UNSET,
+             parent=out.id("itm", parent) if parent else UNSET,
+             refs=refs)
 
 
 def _str(value: Any) -> str | None:

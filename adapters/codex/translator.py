@@ -284,6 +284,13 @@ class _At:
         return At(kw["thread"], kw["turn"], kw["item"], refs=kw["refs"], request=kw["request"])
 
 
+def _item_at(out: Emitter, thread: str, turn: str, item: str) -> At:
+    """Where an item's events go (_At(...).at() without its dict: the delta path)."""
+    return At(out.id("thr", thread), out.id("trn", turn), out.id("itm", turn, item),
+              refs=ProviderRefs(providerThreadId=thread, providerTurnId=turn,
+                                providerItemId=item))
+
+
 # ---- entry point ----------------------------------------------------------------
 
 
@@ -1096,7 +1103,7 @@ def _item_of(p: dict[str, Any], method: str) -> tuple[dict[str, Any], str, str, 
 def _open_item(state: State, out: Emitter, thread: str, turn: str, native_id: str, kind: str,
                payload: ItemPayload, synthetic: bool) -> State:
     state = _ensure_turn(state, out, thread, turn)
-    start_item(out, _At(out, thread=thread, turn=turn, item=native_id).at(), payload, synthetic)
+    start_item(out, _item_at(out, thread, turn, native_id), payload, synthetic)
     item = OpenItem(kind=kind, thread=thread, turn=turn,
                     tool=payload.toolName if isinstance(payload.toolName, str) else None,
                     phase=payload.phase if isinstance(payload.phase, str) else None)
@@ -1116,7 +1123,7 @@ def _on_item_completed(state: State, p: dict[str, Any], out: Emitter) -> State:
     if native_id not in state.items:
         state = _open_item(state, out, thread, turn, native_id, kind,
                            _payload(kind, item, False, out.cap), synthetic=True)
-    at = _At(out, thread=thread, turn=state.items[native_id].turn, item=native_id).at()
+    at = _item_at(out, thread, state.items[native_id].turn, native_id)
     # the final text, less what the deltas already carried (seed 000 delta policy)
     for key, final, stream, index in _final_texts(kind, item):
         content, summary = _indices(stream, index)
@@ -1153,7 +1160,7 @@ def _indices(stream: str, index: int | None) -> tuple[int | None, int | None]:
 def _close_open(out: Emitter, native_id: str, item: OpenItem, turn_status: str) -> None:
     """A synthetic item.completed for an item its turn ended without completing."""
     kind = item.kind
-    at = _At(out, thread=item.thread, turn=item.turn, item=native_id).at()
+    at = _item_at(out, item.thread, item.turn, native_id)
     fields: dict[str, Any] = {}
     if kind in _TOOL_KINDS:
         # the input is not known here; item.started carried it
@@ -1210,7 +1217,7 @@ def _delta(kind: str, stream: str, index_field: str | None = None
         state, native_id, item = _ensure_item(state, out, p, method, kind)
         content, summary = _indices(stream, index)
         # spooled, every stream (see the module docstring); "" opens it
-        delta(out, _At(out, thread=item.thread, turn=item.turn, item=native_id).at(), stream,
+        delta(out, _item_at(out, item.thread, item.turn, native_id), stream,
               text, stream if index_field is None else f"{stream}:{index}", content, summary)
         return state
     return handler

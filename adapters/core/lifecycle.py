@@ -89,6 +89,8 @@ def start_item(out: Emitter, at: At, payload: ItemPayload, synthetic: bool = Fal
 
 def _delta_payload(kind: str, text: str, content: int | None,
                    summary: int | None) -> ContentDeltaPayload:
+    if content is None and summary is None:  # the usual delta: built with two fields only
+        return ContentDeltaPayload(streamKind=kind, delta=text)  # type: ignore[arg-type]
     return ContentDeltaPayload(streamKind=kind, delta=text,  # type: ignore[arg-type]
                                contentIndex=UNSET if content is None else content,
                                summaryIndex=UNSET if summary is None else summary)
@@ -101,9 +103,12 @@ def delta(out: Emitter, at: At, kind: str, text: str, stream: str | None = None,
     content.delta (none for an empty chunk), and the chunk counted on the item's
     `stream` (`kind` when None), spooled unless `spool` is False (the stream's first
     chunk decides). An empty chunk opens the stream."""
+    item = at.item
+    assert isinstance(item, str)
     if text:
-        at.emit(out, ContentDelta, _delta_payload(kind, text, content, summary), synthetic)
-    out.append(at.item_id, stream or kind, text, spool)
+        out.emit(ContentDelta, _delta_payload(kind, text, content, summary), synthetic=synthetic,
+                 thread=at.thread, turn=at.turn, item=item, parent=at.parent, refs=at.refs)
+    out.append(item, stream or kind, text, spool)
 
 
 def snapshot(out: Emitter, at: At, kind: str, text: str, stream: str | None = None) -> None:
