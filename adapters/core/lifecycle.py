@@ -82,7 +82,8 @@ def start_item(out: Emitter, at: At, payload: ItemPayload, synthetic: bool = Fal
                streams: tuple[str, ...] = ()) -> None:
     """item.started, then `streams` of the item opened (spooled): the ones its
     completion takes back whole even when no delta came."""
-    at.emit(out, ItemStarted, payload, synthetic)
+    out.emit(ItemStarted, payload, synthetic=synthetic, thread=at.thread, turn=at.turn,
+             item=at.item, request=at.request, parent=at.parent, refs=at.refs)
     for stream in streams:
         out.append(at.item_id, stream, "")
 
@@ -149,8 +150,11 @@ def complete_item(out: Emitter, at: At, payload: ItemPayload, synthetic: bool = 
     """item.completed. The item's streams are closed first: what they carried is either
     in the payload (taken) or not wanted, and a later line of the same record that
     names the item again opens it afresh."""
-    out.drop_item(at.item_id)
-    at.emit(out, ItemCompleted, payload, synthetic)
+    item = at.item
+    assert isinstance(item, str)
+    out.drop_item(item)
+    out.emit(ItemCompleted, payload, synthetic=synthetic, thread=at.thread, turn=at.turn,
+             item=item, request=at.request, parent=at.parent, refs=at.refs)
 
 
 def close_item(out: Emitter, at: At, item_type: str, status: str, detail: str,
