@@ -122,6 +122,7 @@ from adapters.core.diff import text_diff
 from adapters.core.emitter import UNSET, Emitter
 from adapters.core.emitter import replace as _replace
 from adapters.core.ids import jsonrpc_message_id
+from adapters.core.lifecycle import At, complete_item, delta, end_turn, start_item, taken
 from adapters.core.shape import native_count, native_list
 from adapters.core.spool import Whole, whole_fields
 from adapters.core.tools import item_type_for_tool, normalize_tool_name, tool_fields
@@ -130,12 +131,8 @@ from topics.canonical import (
     AccountUpdatedPayload,
     AuthStatus,
     AuthStatusPayload,
-    ContentDelta,
-    ContentDeltaPayload,
     Decision,
-    ItemCompleted,
     ItemPayload,
-    ItemStarted,
     ItemUpdated,
     PlanStep,
     ProviderRefs,
@@ -159,7 +156,6 @@ from topics.canonical import (
     ThreadStateChangedPayload,
     ThreadTokenUsageUpdated,
     ThreadTokenUsageUpdatedPayload,
-    TurnCompleted,
     TurnCompletedPayload,
     TurnPlanUpdated,
     TurnPlanUpdatedPayload,
@@ -206,6 +202,11 @@ class _Ctx:
         if not self.sid and all(v is UNSET for v in ids.values()):
             return UNSET
         return ProviderRefs(providerSessionId=self.sid or UNSET, **ids)  # type: ignore[arg-type]
+
+    def at(self, item: str | UnsetType = UNSET,
+           refs: ProviderRefs | UnsetType = UNSET) -> At:
+        """Where an event of the turn goes, for the conversation core."""
+        return At(self.thread, self.turn, item, refs=refs)
 
 
 def _id_key(rid: Any) -> str:
@@ -348,14 +349,12 @@ def _on_prompt(state: State, obj: dict[str, Any], params: dict[str, Any], key: s
     text = "".join(b["text"] for b in blocks if b.get("type") == "text" and isinstance(b.get("text"), str))
     others = [b for b in blocks if b.get("type") != "text"]
     n = state.items + 1
-    item = out.id("itm", "msg", str(n))
-    out.emit(ItemStarted, ItemPayload(itemType="user_message", status="inProgress", role="user",
-                                      author="user"),
-             synthetic=True, thread=c.thread, turn=c.turn, item=item, refs=c.refs())
-    out.emit(ItemCompleted,
-             ItemPayload(itemType="user_message", status="completed", role="user", text=text,
-                         data={"content": others} if others else UNSET, author="user"),
-             synthetic=True, thread=c.thread, turn=c.turn, item=item, refs=c.refs())
+    at = c.at(out.id("itm", "msg", str(n)), c.refs())
+    start_item(out, at, ItemPayload(itemType="user_message", status="inProgress", role="user",
+                                    author="user"), True)
+    complete_item(out, at, ItemPayload(itemType="user_message", status="completed", role="user",
+                                       text=text, data={"content": others} if others else UNSET,
+                                       author="user"), True)
     pending = Pending(method="session/prompt", turn=state.turns, session=sid)
     return _replace(state, items=n, client={**state.client, key: pending})
 
@@ -520,8 +519,7 @@ def _end_turn(state: State, out: Emitter, payload: TurnCompletedPayload,
               synthetic: bool = False, sid: str | None = None) -> State:
     state = _close_open_items(state, out, "the turn ended before the tool call completed")
     c = _Ctx(state, out, sid)
-    out.emit(TurnCompleted, payload, synthetic=synthetic, thread=c.thread, turn=c.turn,
-             refs=c.refs())
+    end_turn(out, c.at(refs=c.refs()), payload, synthetic)
     return _replace(state, turnOpen=False, done=[])
 
 
@@ -556,13 +554,12 @@ def _stream_refs(c: _Ctx, stream: Stream) -> ProviderRefs | UnsetType:
 def _open_stream(state: State, out: Emitter, kind: str, message_id: str | None) -> State:
     stream = Stream(kind=kind, n=state.items + 1, messageId=message_id)
     c = _Ctx(state, out)
-    item = out.id("itm", "msg", str(stream.n))
-    out.emit(ItemStarted,
-             ItemPayload(itemType=_ITEM_OF[kind], status="inProgress",  # type: ignore[arg-type]
-                         role=_ROLE_OF.get(kind, UNSET),  # type: ignore[arg-type]
-                         author=_AUTHOR_OF.get(kind, UNSET)),  # type: ignore[arg-type]
-             synthetic=True, thread=c.thread, turn=c.turn, item=item, refs=_stream_refs(c, stream))
-    out.append(item, _TEXT, "")  # opened, spooled: an item without text completes with ""
+    # its stream opened (spooled): an item without text completes with ""
+    start_item(out, c.at(out.id("itm", "msg", str(stream.n)), _stream_refs(c, stream)),
+               ItemPayload(itemType=_ITEM_OF[kind], status="inProgress",  # type: ignore[arg-type]
+                           role=_ROLE_OF.get(kind, UNSET),  # type: ignore[arg-type]
+                           author=_AUTHOR_OF.get(kind, UNSET)),  # type: ignore[arg-type]
+               True, (_TEXT,))
     return _replace(state, items=stream.n, stream=stream)
 
 
@@ -571,13 +568,12 @@ def _close_stream(state: State, out: Emitter) -> State:
     if stream is None:
         return state
     c = _Ctx(state, out)
-    item = out.id("itm", "msg", str(stream.n))
-    text = whole_fields(out.take(item, _TEXT), "text") or {"text": ""}
-    out.emit(ItemCompleted,
-             ItemPayload(itemType=_ITEM_OF[stream.kind], status="completed",  # type: ignore[arg-type]
-                         role=_ROLE_OF.get(stream.kind, UNSET),  # type: ignore[arg-type]
-                         author=_AUTHOR_OF.get(stream.kind, UNSET), **text),  # type: ignore[arg-type]
-             synthetic=True, thread=c.thread, turn=c.turn, item=item, refs=_stream_refs(c, stream))
+    at = c.at(out.id("itm", "msg", str(stream.n)), _stream_refs(c, stream))
+    complete_item(out, at, ItemPayload(
+        itemType=_ITEM_OF[stream.kind], status="completed",  # type: ignore[arg-type]
+        role=_ROLE_OF.get(stream.kind, UNSET),  # type: ignore[arg-type]
+        author=_AUTHOR_OF.get(stream.kind, UNSET),  # type: ignore[arg-type]
+        **taken(out, at.item_id, _TEXT, "text")), True)
     return _replace(state, stream=None)
 
 
@@ -598,16 +594,14 @@ def _on_chunk(state: State, upd: dict[str, Any], sid: str | None, out: Emitter) 
     stream = state.stream
     assert stream is not None
     c = _Ctx(state, out, sid)
-    item = out.id("itm", "msg", str(stream.n))
+    at = c.at(out.id("itm", "msg", str(stream.n)), _stream_refs(c, stream))
     if text is None:  # an image, audio or resource block: carried as item detail
-        out.emit(ItemUpdated,
-                 ItemPayload(itemType=_ITEM_OF[kind], status="inProgress", data={"content": content}),  # type: ignore[arg-type]
-                 thread=c.thread, turn=c.turn, item=item, refs=_stream_refs(c, stream))
-        return state
-    if stream_kind is not None:
-        out.emit(ContentDelta, ContentDeltaPayload(streamKind=stream_kind, delta=text),  # type: ignore[arg-type]
-                 thread=c.thread, turn=c.turn, item=item, refs=_stream_refs(c, stream))
-    out.append(item, _TEXT, text)
+        at.emit(out, ItemUpdated, ItemPayload(itemType=_ITEM_OF[kind], status="inProgress",  # type: ignore[arg-type]
+                                              data={"content": content}))
+    elif stream_kind is not None:
+        delta(out, at, stream_kind, text, _TEXT)
+    else:  # the user's text: no delta (never assistant text), but the item carries it
+        out.append(at.item_id, _TEXT, text)
     return state
 
 
@@ -970,9 +964,8 @@ def _start_tool(state: State, out: Emitter, key: str, tool: Tool, synthetic: boo
     state = _close_stream(state, out)  # a tool call ends the text run before it
     c = _Ctx(state, out)
     content = _Content(out, key)
-    out.emit(ItemStarted, _tool_payload(key, tool, "inProgress", False, content),
-             synthetic=synthetic, thread=c.thread, turn=c.turn, item=content.item,
-             refs=_tool_refs(c, key, tool, rid))
+    start_item(out, c.at(content.item, _tool_refs(c, key, tool, rid)),
+               _tool_payload(key, tool, "inProgress", False, content), synthetic)
     return _replace(state, tools={**state.tools, key: tool})
 
 
@@ -981,10 +974,9 @@ def _complete_tool(state: State, out: Emitter, key: str, tool: Tool, status: str
                    rid: str | None = None, output: dict[str, Any] | None = None) -> State:
     c = _Ctx(state, out)
     content = _Content(out, key)
-    payload = _tool_payload(key, tool, status, True, content, detail, output)
-    out.drop_item(content.item)  # read: its streams close (their chunks dropped)
-    out.emit(ItemCompleted, payload, synthetic=synthetic, thread=c.thread, turn=c.turn,
-             item=content.item, refs=_tool_refs(c, key, tool, rid))
+    # read: its streams close (their chunks dropped)
+    complete_item(out, c.at(content.item, _tool_refs(c, key, tool, rid)),
+                  _tool_payload(key, tool, status, True, content, detail, output), synthetic)
     tools = {k: v for k, v in state.tools.items() if k != key}
     terminals = {t: k for t, k in state.terminals.items() if k != key}
     done = state.done if tool.own else [*state.done, key]

@@ -87,8 +87,10 @@ from adapters.core.decisions import elicitation_outcome
 from adapters.core.diff import diff_fields, records_diff, text_diff
 from adapters.core.emitter import UNSET, Emitter
 from adapters.core.emitter import replace as _replace
+from adapters.core.lifecycle import At, complete_item, rest, start_item, taken
+from adapters.core.lifecycle import delta as stream_delta
+from adapters.core.lifecycle import end_turn as complete_turn
 from adapters.core.shape import native_count, native_list
-from adapters.core.spool import whole_fields
 from adapters.core.tools import (
     item_type_for_tool,
     mcp_tool_name,
@@ -114,9 +116,7 @@ from topics.canonical import (
     HookStarted,
     HookStartedPayload,
     InputOutcome,
-    ItemCompleted,
     ItemPayload,
-    ItemStarted,
     ItemUpdated,
     ModelRerouted,
     ModelReroutedPayload,
@@ -155,7 +155,6 @@ from topics.canonical import (
     ToolProgressPayload,
     ToolSummary,
     ToolSummaryPayload,
-    TurnCompleted,
     TurnCompletedPayload,
     TurnPlanUpdated,
     TurnPlanUpdatedPayload,
@@ -233,13 +232,29 @@ def _turn(state: State, out: Emitter) -> str | UnsetType:
     return out.id("trn", str(state.turns)) if state.turnOpen else UNSET
 
 
+def _at(state: State, out: Emitter, item: str | None = None, item_ref: str | None = None,
+        request: str | None = None, request_ref: str | None = None,
+        parent: str | None = None) -> At:
+    """Where an event goes: the current thread/turn; `item`, `request`, `parent` are
+    native keys."""
+    # ProviderRefs only when one of its ids is set (not built, then compared with an
+    # empty one, for every event)
+    refs: ProviderRefs | UnsetType = UNSET
+    if state.session or item_ref or request_ref or parent:
+        refs = ProviderRefs(providerThreadId=state.session or UNSET,
+                            providerItemId=item_ref or UNSET,
+                            providerRequestId=request_ref or UNSET,
+                            providerParentItemId=parent or UNSET)
+    return At(_thread(state, out), _turn(state, out), out.id("itm", item) if item else UNSET,
+              out.id("itm", parent) if parent else UNSET, refs,
+              out.id("req", request) if request else UNSET)
+
+
 def _emit(state: State, out: Emitter, cls: type[_Event], payload: Struct, *,
           synthetic: bool = False, item: str | None = None, item_ref: str | None = None,
           request: str | None = None, request_ref: str | None = None,
           parent: str | None = None) -> None:
-    """Emit with the current thread/turn; `item`, `request`, `parent` are native keys."""
-    # ProviderRefs only when one of its ids is set (not built, then compared with an
-    # empty one, for every event)
+    """Emit with the current thread/turn (as _at says, without building an At)."""
     refs: ProviderRefs | UnsetType = UNSET
     if state.session or item_ref or request_ref or parent:
         refs = ProviderRefs(providerThreadId=state.session or UNSET,
@@ -313,11 +328,11 @@ def end_turn(state: State, out: Emitter, payload: TurnCompletedPayload) -> State
             _emit(state, out, UserInputResolved,
                   UserInputResolvedPayload(answers=None, outcome="cancelled"),
                   synthetic=True, request=tid, item=tid, item_ref=tid, parent=tool.parent)
-        _emit(state, out, ItemCompleted,
-              _tool_payload(tool, "declined" if tool.denied else "failed", out.cap, detail=why),
-              synthetic=True, item=tid, item_ref=tid, parent=tool.parent)
+        complete_item(out, _at(state, out, tid, tid, parent=tool.parent),
+                      _tool_payload(tool, "declined" if tool.denied else "failed", out.cap,
+                                    detail=why), True)
     if state.turnOpen:
-        _emit(state, out, TurnCompleted, payload)
+        complete_turn(out, _at(state, out), payload)
     kept = {k: v for k, v in state.pending.items() if v.origin == "client"}
     return _replace(state, turnOpen=False, interrupting=False, msgs={}, streams={}, blocks={},
                     tools={}, pending=kept)
@@ -653,10 +668,10 @@ def _on_local_command_output(state: State, msg: Message, out: Emitter) -> State:
     state = _replace(state, anon=state.anon + 1)
     payload = ItemPayload(itemType="unknown", status="completed", title="local command output",
                           text=str(msg.obj.get("content", "")))
-    _emit(state, out, ItemStarted, ItemPayload(itemType="unknown", status="inProgress",
-                                               title="local command output"),
-          synthetic=True, item=key)
-    _emit(state, out, ItemCompleted, payload, item=key)
+    at = _at(state, out, key)
+    start_item(out, at, ItemPayload(itemType="unknown", status="inProgress",
+                                    title="local command output"), True)
+    complete_item(out, at, payload)
     return state
 
 
@@ -848,11 +863,12 @@ def _assistant_block(state: State, out: Emitter, m_key: str, index: int, block: 
         streamed = open_block is not None and open_block.kind == kind
         if not streamed:
             _start_text(state, out, kind, key, parent, synthetic=True)
-        rest = out.rest(out.id("itm", key), _TEXT, full) if streamed else full
-        if rest:
-            _emit(state, out, ContentDelta,
-                  ContentDeltaPayload(streamKind=_BLOCK_STREAM[kind], delta=rest),  # type: ignore[arg-type]
-                  synthetic=True, item=key, item_ref=_msg_ref(m_key), parent=parent)
+        at = _at(state, out, key, _msg_ref(m_key), parent=parent)
+        if streamed:  # the line's text less what the deltas carried
+            rest(out, at, _BLOCK_STREAM[kind], full, _TEXT)
+        elif full:  # all of it, as one delta
+            at.emit(out, ContentDelta, ContentDeltaPayload(
+                streamKind=_BLOCK_STREAM[kind], delta=full), True)  # type: ignore[arg-type]
         # the line's text, or (a line without it) what the deltas carried
         state = _complete_text(state, out, kind, key, full if full or not streamed else None,
                                parent, redacted=btype == "redacted_thinking")
@@ -875,11 +891,9 @@ def _assistant_block(state: State, out: Emitter, m_key: str, index: int, block: 
     if _is_done(state, m_key, index):
         return state
     # a block type this adapter does not know (image, document, container_upload...)
-    _emit(state, out, ItemStarted, ItemPayload(itemType="unknown", status="inProgress"),
-          synthetic=True, item=key, item_ref=_msg_ref(m_key), parent=parent)
-    _emit(state, out, ItemCompleted, ItemPayload(itemType="unknown", status="completed",
-                                                 data=block),
-          item=key, item_ref=_msg_ref(m_key), parent=parent)
+    at = _at(state, out, key, _msg_ref(m_key), parent=parent)
+    start_item(out, at, ItemPayload(itemType="unknown", status="inProgress"), True)
+    complete_item(out, at, ItemPayload(itemType="unknown", status="completed", data=block))
     return _mark_done(state, m_key, index)
 
 
@@ -893,10 +907,9 @@ def _msg_ref(m_key: str) -> str | None:
 
 def _start_text(state: State, out: Emitter, kind: str, key: str, parent: str | None,
                 synthetic: bool) -> None:
-    _emit(state, out, ItemStarted,
-          ItemPayload(itemType=_BLOCK_ITEM[kind], status="inProgress",  # type: ignore[arg-type]
-                      role="assistant" if kind == "text" else UNSET),
-          synthetic=synthetic, item=key, item_ref=_msg_ref(key.rsplit("#", 1)[0]), parent=parent)
+    start_item(out, _at(state, out, key, _msg_ref(key.rsplit("#", 1)[0]), parent=parent),
+               ItemPayload(itemType=_BLOCK_ITEM[kind], status="inProgress",  # type: ignore[arg-type]
+                           role="assistant" if kind == "text" else UNSET), synthetic)
 
 
 def _complete_text(state: State, out: Emitter, kind: str, key: str, text: str | None,
@@ -904,26 +917,15 @@ def _complete_text(state: State, out: Emitter, kind: str, key: str, text: str | 
                    detail: str | UnsetType = UNSET, synthetic: bool = False) -> State:
     """Complete a text or thinking item with `text`, or (None) with what its block
     streamed, read back from the spool."""
-    if text is None:
-        fields = _streamed_text(out, key)
-    else:
-        fields = {"text": text}
-        out.drop(out.id("itm", key), _TEXT)
-    _emit(state, out, ItemCompleted,
-          ItemPayload(itemType=_BLOCK_ITEM[kind], status=status,  # type: ignore[arg-type]
-                      role="assistant" if kind == "text" else UNSET,
-                      detail="redacted thinking" if redacted else detail, **fields),
-          synthetic=synthetic, item=key, item_ref=_msg_ref(key.rsplit("#", 1)[0]), parent=parent)
+    at = _at(state, out, key, _msg_ref(key.rsplit("#", 1)[0]), parent=parent)
+    fields = taken(out, at.item_id, _TEXT, "text") if text is None else {"text": text}
+    complete_item(out, at, ItemPayload(
+        itemType=_BLOCK_ITEM[kind], status=status,  # type: ignore[arg-type]
+        role="assistant" if kind == "text" else UNSET,
+        detail="redacted thinking" if redacted else detail, **fields), synthetic)
     blocks = dict(state.blocks)
     blocks.pop(key, None)
     return _replace(state, blocks=blocks)
-
-
-def _streamed_text(out: Emitter, key: str) -> dict[str, Any]:
-    """The ItemPayload text of block `key`: everything its deltas carried (the stream
-    is closed)."""
-    whole = out.take(out.id("itm", key), _TEXT)
-    return whole_fields(whole, "text") if whole is not None else {"text": ""}
 
 
 def _drop_block(state: State, out: Emitter, key: str) -> State:
@@ -1057,10 +1059,8 @@ def _block_delta(state: State, out: Emitter, m_key: str, key: str, delta: dict[s
             _start_text(state, out, kind, key, parent, synthetic=True)
             state = _replace(state, blocks={**state.blocks, key: Block(kind=kind)})
         if text:
-            _emit(state, out, ContentDelta,
-                  ContentDeltaPayload(streamKind=_BLOCK_STREAM[kind], delta=text),  # type: ignore[arg-type]
-                  item=key, item_ref=_msg_ref(m_key), parent=parent)
-            out.append(out.id("itm", key), _TEXT, text)
+            stream_delta(out, _at(state, out, key, _msg_ref(m_key), parent=parent),
+                         _BLOCK_STREAM[kind], text, _TEXT)
         return state
     if dtype == "input_json_delta":
         block = state.blocks.get(key)
@@ -1174,8 +1174,8 @@ def _set_tool(state: State, tid: str, **changes: Any) -> State:
 def _start_tool(state: State, out: Emitter, tid: str, native_name: str, raw_input: Any,
                 parent: str | None, final: bool) -> State:
     tool = _new_tool(state, native_name, raw_input, parent, final)
-    _emit(state, out, ItemStarted, _tool_payload(tool, "inProgress", out.cap), item=tid,
-          item_ref=tid, parent=parent)
+    start_item(out, _at(state, out, tid, tid, parent=parent),
+               _tool_payload(tool, "inProgress", out.cap))
     state = _replace(state, tools={**state.tools, tid: tool})
     return _tool_input_known(state, out, tid) if final else state
 
@@ -1206,15 +1206,12 @@ def _tool_input_known(state: State, out: Emitter, tid: str) -> State:
                  for t in data["todos"] if isinstance(t, dict)]
         _emit(state, out, TurnPlanUpdated, TurnPlanUpdatedPayload(plan=steps), parent=tool.parent)
     if tool.toolName == "ExitPlanMode" and isinstance(data.get("plan"), str):
-        key = f"{tid}:plan"
-        _emit(state, out, ItemStarted, ItemPayload(itemType="plan", status="inProgress"),
-              synthetic=True, item=key, item_ref=tid, parent=tool.parent)
-        _emit(state, out, ContentDelta, ContentDeltaPayload(streamKind="plan_text",
-                                                            delta=data["plan"]),
-              synthetic=True, item=key, item_ref=tid, parent=tool.parent)
-        _emit(state, out, ItemCompleted, ItemPayload(itemType="plan", status="completed",
-                                                     text=data["plan"]),
-              synthetic=True, item=key, item_ref=tid, parent=tool.parent)
+        # the plan as an item of its own: its text, whole, as its one delta
+        at = _at(state, out, f"{tid}:plan", tid, parent=tool.parent)
+        start_item(out, at, ItemPayload(itemType="plan", status="inProgress"), True)
+        rest(out, at, "plan_text", data["plan"])
+        complete_item(out, at, ItemPayload(itemType="plan", status="completed",
+                                           text=data["plan"]), True)
     return state
 
 
@@ -1249,8 +1246,8 @@ def complete_tool(state: State, out: Emitter, tid: str, output: str, is_error: b
     tool = state.tools.get(tid)
     if tool is None:  # a result for a call this stream never showed (resumed session)
         tool = _new_tool(state, "unknown", None, parent)
-        _emit(state, out, ItemStarted, _tool_payload(tool, "inProgress", out.cap),
-              synthetic=True, item=tid, item_ref=tid, parent=parent)
+        start_item(out, _at(state, out, tid, tid, parent=parent),
+                   _tool_payload(tool, "inProgress", out.cap), True)
     status = "declined" if tool.denied else "failed" if is_error else "completed"
     fields: dict[str, Any] = {"output": output, "isError": is_error or tool.denied}
     background = isinstance(tool.input, dict) and tool.input.get("run_in_background") is True
@@ -1267,8 +1264,8 @@ def complete_tool(state: State, out: Emitter, tid: str, output: str, is_error: b
               UserInputResolvedPayload(answers=answers, outcome=answered),
               request=tid, item=tid, item_ref=tid, parent=tool.parent)
     diff = _result_diff(tool, data, out.cap) if tool.itemType == "file_change" else None
-    _emit(state, out, ItemCompleted, _tool_payload(tool, status, out.cap, diff, data=data, **fields),
-          item=tid, item_ref=tid, parent=tool.parent)
+    complete_item(out, _at(state, out, tid, tid, parent=tool.parent),
+                  _tool_payload(tool, status, out.cap, diff, data=data, **fields))
     tools = dict(state.tools)
     tools.pop(tid, None)
     return _replace(state, tools=tools)
@@ -1360,13 +1357,11 @@ def _on_user(state: State, msg: Message, out: Emitter, echoes_prompt: bool = Fal
     if others:
         data["content"] = others
     author = _author(obj, msg.origin, parent, echoes_prompt)
-    _emit(state, out, ItemStarted, ItemPayload(itemType="user_message", status="inProgress",
-                                               role="user", author=author),
-          synthetic=True, item=key, item_ref=_str(obj.get("uuid")), parent=parent)
-    _emit(state, out, ItemCompleted,
-          ItemPayload(itemType="user_message", status="completed", role="user",
-                      text="\n".join(texts), data=data or UNSET, author=author),
-          item=key, item_ref=_str(obj.get("uuid")), parent=parent)
+    at = _at(state, out, key, _str(obj.get("uuid")), parent=parent)
+    start_item(out, at, ItemPayload(itemType="user_message", status="inProgress", role="user",
+                                    author=author), True)
+    complete_item(out, at, ItemPayload(itemType="user_message", status="completed", role="user",
+                                       text="\n".join(texts), data=data or UNSET, author=author))
     return state
 
 

@@ -94,6 +94,17 @@ from adapters.core.decisions import elicitation_decision, elicitation_outcome
 from adapters.core.emitter import UNSET, Emitter
 from adapters.core.emitter import replace as _replace
 from adapters.core.ids import jsonrpc_message_id
+from adapters.core.lifecycle import (
+    At,
+    close_item,
+    closed_turns,
+    complete_item,
+    delta,
+    end_turn,
+    rest,
+    start_item,
+    taken,
+)
 from adapters.core.shape import native_count, native_list
 from adapters.core.spool import Whole, whole_fields
 from adapters.core.tools import (
@@ -112,8 +123,6 @@ from topics.canonical import (
     AuthStatusPayload,
     ConfigWarning,
     ConfigWarningPayload,
-    ContentDelta,
-    ContentDeltaPayload,
     Decision,
     DeprecationNotice,
     DeprecationNoticePayload,
@@ -122,9 +131,7 @@ from topics.canonical import (
     HookStarted,
     HookStartedPayload,
     InputOutcome,
-    ItemCompleted,
     ItemPayload,
-    ItemStarted,
     ItemUpdated,
     McpOauthCompleted,
     McpOauthCompletedPayload,
@@ -172,7 +179,6 @@ from topics.canonical import (
     ThreadTokenUsageUpdatedPayload,
     ToolProgress,
     ToolProgressPayload,
-    TurnCompleted,
     TurnCompletedPayload,
     TurnDiffUpdated,
     TurnDiffUpdatedPayload,
@@ -271,6 +277,18 @@ class _At:
                                  providerItemId=_unset(item), providerRequestId=_unset(request))
             if any_ref else UNSET,
         }
+
+    def at(self) -> At:
+        """The same place, for the conversation core (adapters.core.lifecycle)."""
+        kw = self.kw
+        return At(kw["thread"], kw["turn"], kw["item"], refs=kw["refs"], request=kw["request"])
+
+
+def _item_at(out: Emitter, thread: str, turn: str, item: str) -> At:
+    """Where an item's events go (_At(...).at() without its dict: the delta path)."""
+    return At(out.id("thr", thread), out.id("trn", turn), out.id("itm", turn, item),
+              refs=ProviderRefs(providerThreadId=thread, providerTurnId=turn,
+                                providerItemId=item))
 
 
 # ---- entry point ----------------------------------------------------------------
@@ -797,7 +815,7 @@ def _end_turn(state: State, out: Emitter, tid: str, status: str, *,
     # items the turn never completed (the streaming agentMessage of an interrupted turn)
     for native_id, item in list(state.items.items()):
         if item.turn == tid:
-            _complete_open(out, native_id, item, status)
+            _close_open(out, native_id, item, status)
     items = {k: v for k, v in state.items.items() if v.turn != tid}
     at = _At(out, thread=t.thread, turn=tid)
     error = turn.get("error") if turn else None
@@ -808,14 +826,13 @@ def _end_turn(state: State, out: Emitter, tid: str, status: str, *,
             message=message or "turn failed", errorClass=_error_class(info),  # type: ignore[arg-type]
             willRetry=False, detail=_unset(error)), **at.kw)
     duration = _int(turn, "durationMs") if turn else None
-    out.emit(TurnCompleted, TurnCompletedPayload(
+    end_turn(out, at.at(), TurnCompletedPayload(
         state=status, usage=_unset(t.usage), durationMs=_unset(duration),  # type: ignore[arg-type]
-        errorMessage=_unset(message), tokens=_unset(turn_tokens(t.base, t.usage))),
-        synthetic=synthetic, **at.kw)
+        errorMessage=_unset(message), tokens=_unset(turn_tokens(t.base, t.usage))), synthetic)
     turns = dict(state.turns)
     del turns[tid]
-    closed = (*state.closedTurns, tid)[-_CLOSED_KEPT:]
-    return _replace(state, turns=turns, items=items, closedTurns=closed)
+    return _replace(state, turns=turns, items=items,
+                    closedTurns=closed_turns(state.closedTurns, tid, _CLOSED_KEPT))
 
 
 def _on_error(state: State, p: dict[str, Any], out: Emitter) -> State:
@@ -905,16 +922,10 @@ def _tool_output(kind: str, item: dict[str, Any], out: Emitter, cid: str) -> dic
         aggregated = item.get("aggregatedOutput")
         if isinstance(aggregated, str):
             return {"output": aggregated}
-        return _taken(out, cid, "command_output", "output")
+        return taken(out, cid, "command_output", "output")
     if kind == "fileChange":
-        return _taken(out, cid, "file_change_output", "output")
+        return taken(out, cid, "file_change_output", "output")
     return {"output": _item_output(kind, item)}
-
-
-def _taken(out: Emitter, cid: str, stream: str, field: str) -> dict[str, Any]:
-    """ItemPayload `field` (output or text) from a stream, taken; "" when none came."""
-    whole = out.take(cid, stream)
-    return whole_fields(whole, field) if whole is not None else {field: ""}
 
 
 def _item_output(kind: str, item: dict[str, Any]) -> str:
@@ -1092,8 +1103,7 @@ def _item_of(p: dict[str, Any], method: str) -> tuple[dict[str, Any], str, str, 
 def _open_item(state: State, out: Emitter, thread: str, turn: str, native_id: str, kind: str,
                payload: ItemPayload, synthetic: bool) -> State:
     state = _ensure_turn(state, out, thread, turn)
-    out.emit(ItemStarted, payload, synthetic=synthetic,
-             **_At(out, thread=thread, turn=turn, item=native_id).kw)
+    start_item(out, _item_at(out, thread, turn, native_id), payload, synthetic)
     item = OpenItem(kind=kind, thread=thread, turn=turn,
                     tool=payload.toolName if isinstance(payload.toolName, str) else None,
                     phase=payload.phase if isinstance(payload.phase, str) else None)
@@ -1113,19 +1123,13 @@ def _on_item_completed(state: State, p: dict[str, Any], out: Emitter) -> State:
     if native_id not in state.items:
         state = _open_item(state, out, thread, turn, native_id, kind,
                            _payload(kind, item, False, out.cap), synthetic=True)
-    open_item = state.items[native_id]
-    at = _At(out, thread=thread, turn=open_item.turn, item=native_id)
-    cid: str = at.kw["item"]
+    at = _item_at(out, thread, state.items[native_id].turn, native_id)
     # the final text, less what the deltas already carried (seed 000 delta policy)
     for key, final, stream, index in _final_texts(kind, item):
-        rest = out.rest(cid, key, final)
-        if rest:
-            out.emit(ContentDelta, _delta_payload(stream, rest, index), synthetic=True, **at.kw)
-    output = _tool_output(kind, item, out, cid) if kind in _TOOL_KINDS else None
-    # closed now, not only after the record: a later line of the same record that
-    # names the item again opens it afresh
-    out.drop_item(cid)
-    out.emit(ItemCompleted, _payload(kind, item, True, out.cap, output=output), **at.kw)
+        content, summary = _indices(stream, index)
+        rest(out, at, stream, final, key, content, summary)
+    output = _tool_output(kind, item, out, at.item_id) if kind in _TOOL_KINDS else None
+    complete_item(out, at, _payload(kind, item, True, out.cap, output=output))
     items = dict(state.items)
     del items[native_id]
     return _replace(state, items=items)
@@ -1148,38 +1152,30 @@ def _final_texts(kind: str, item: dict[str, Any]) -> list[tuple[str, str, str, i
     return []
 
 
-def _delta_payload(stream: str, delta: str, index: int | None) -> ContentDeltaPayload:
-    if stream == "reasoning_summary_text":
-        return ContentDeltaPayload(streamKind="reasoning_summary_text", delta=delta,
-                                   summaryIndex=_unset(index))
-    return ContentDeltaPayload(streamKind=stream, delta=delta,  # type: ignore[arg-type]
-                               contentIndex=_unset(index))
+def _indices(stream: str, index: int | None) -> tuple[int | None, int | None]:
+    """(contentIndex, summaryIndex) of a delta of `stream` at `index`."""
+    return (None, index) if stream == "reasoning_summary_text" else (index, None)
 
 
-def _complete_open(out: Emitter, native_id: str, item: OpenItem, turn_status: str) -> None:
+def _close_open(out: Emitter, native_id: str, item: OpenItem, turn_status: str) -> None:
     """A synthetic item.completed for an item its turn ended without completing."""
     kind = item.kind
-    at = _At(out, thread=item.thread, turn=item.turn, item=native_id)
-    cid: str = at.kw["item"]
+    at = _item_at(out, item.thread, item.turn, native_id)
     fields: dict[str, Any] = {}
     if kind in _TOOL_KINDS:
         # the input is not known here; item.started carried it
-        fields = {"toolName": _unset(item.tool), **_tool_output(kind, {}, out, cid)}
+        fields = {"toolName": _unset(item.tool), **_tool_output(kind, {}, out, at.item_id)}
         fields["isError"] = turn_status != "completed"
-    text_stream = {"agentMessage": "assistant_text", "plan": "plan_text"}.get(kind)
-    if text_stream is not None:
-        fields.update(_taken(out, cid, text_stream, "text"))
-    elif kind == "reasoning":
-        fields.update(_reasoning_streamed(out, cid))
+    if kind == "reasoning":
+        fields.update(_reasoning_streamed(out, at.item_id))
     if kind == "agentMessage":
         fields["role"] = "assistant"
         fields["phase"] = _unset(item.phase)
-    out.drop_item(cid)  # streams left unread (an item of another kind's deltas)
-    status = "completed" if turn_status == "completed" else "failed"
-    out.emit(ItemCompleted, ItemPayload(
-        itemType=_ITEM_TYPES.get(kind, "unknown"), status=status,  # type: ignore[arg-type]
-        detail=f"the turn ended ({turn_status}) before the item completed", **fields),
-        synthetic=True, **at.kw)
+    # streams left unread (an item of another kind's deltas) are closed with it
+    close_item(out, at, _ITEM_TYPES.get(kind, "unknown"),
+               "completed" if turn_status == "completed" else "failed",
+               f"the turn ended ({turn_status}) before the item completed",
+               text_stream={"agentMessage": "assistant_text", "plan": "plan_text"}.get(kind), **fields)
 
 
 def _reasoning_streamed(out: Emitter, cid: str) -> dict[str, Any]:
@@ -1216,14 +1212,13 @@ def _delta(kind: str, stream: str, index_field: str | None = None
            ) -> Callable[[State, dict[str, Any], Emitter], State]:
     def handler(state: State, p: dict[str, Any], out: Emitter) -> State:
         method = f"{kind} delta"
-        delta = _req_str(p, "delta", method)
+        text = _req_str(p, "delta", method)
         index = _int(p, index_field) if index_field else None
         state, native_id, item = _ensure_item(state, out, p, method, kind)
-        at = _At(out, thread=item.thread, turn=item.turn, item=native_id)
-        if delta:
-            out.emit(ContentDelta, _delta_payload(stream, delta, index), **at.kw)
+        content, summary = _indices(stream, index)
         # spooled, every stream (see the module docstring); "" opens it
-        out.append(at.kw["item"], stream if index_field is None else f"{stream}:{index}", delta)
+        delta(out, _item_at(out, item.thread, item.turn, native_id), stream,
+              text, stream if index_field is None else f"{stream}:{index}", content, summary)
         return state
     return handler
 

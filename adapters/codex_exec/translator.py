@@ -54,15 +54,19 @@ from adapters.codex_exec.state import OpenItem, State
 from adapters.core.contract import MalformedRecord, Message
 from adapters.core.emitter import UNSET, Emitter
 from adapters.core.emitter import replace as _replace
+from adapters.core.lifecycle import (
+    At,
+    close_item,
+    complete_item,
+    end_turn,
+    rest,
+    snapshot,
+    start_item,
+)
 from adapters.core.shape import native_count, native_list
-from adapters.core.spool import whole_fields
 from adapters.core.tools import change_fields, command_text
 from topics.canonical import (
-    ContentDelta,
-    ContentDeltaPayload,
-    ItemCompleted,
     ItemPayload,
-    ItemStarted,
     ItemUpdated,
     PlanStep,
     ProviderRefs,
@@ -74,7 +78,6 @@ from topics.canonical import (
     ThreadStartedPayload,
     ThreadTokenUsageUpdated,
     ThreadTokenUsageUpdatedPayload,
-    TurnCompleted,
     TurnCompletedPayload,
     TurnPlanUpdated,
     TurnPlanUpdatedPayload,
@@ -121,6 +124,13 @@ class _Ctx:
             out.id("trn", state.thread or "", str(state.turns)) if state.turnOpen else UNSET
         )
         self.refs = ProviderRefs(providerThreadId=state.thread) if state.thread else UNSET
+
+    def at(self) -> At:
+        return At(self.thread, self.turn, refs=self.refs)
+
+    def item_at(self, state: State, out: Emitter, native_id: str) -> At:
+        return At(self.thread, self.turn, out.id("itm", native_id),
+                  refs=_item_refs(state, native_id))
 
 
 def translate(state: State, msg: Message, out: Emitter) -> State:
@@ -211,21 +221,14 @@ def _end_turn(state: State, out: Emitter, payload: TurnCompletedPayload,
               synthetic: bool = False) -> State:
     c = _Ctx(state, out)
     for native_id, open_item in state.items.items():
-        item = out.id("itm", native_id)
-        printed = out.take(item, _OUTPUT)
-        fields: dict[str, Any] = {}
+        at = c.item_at(state, out, native_id)
+        why = "the turn ended before the item completed"
         if open_item.itemType == "command_execution":  # with what it printed so far
-            fields = whole_fields(printed) or {"output": ""}
-            fields["isError"] = True
-        out.emit(ItemCompleted,
-                 ItemPayload(itemType=open_item.itemType,  # type: ignore[arg-type]
-                             status="failed", detail="the turn ended before the item completed",
-                             **fields),
-                 synthetic=True, thread=c.thread, turn=c.turn, item=item,
-                 refs=_item_refs(state, native_id))
+            close_item(out, at, open_item.itemType, "failed", why, output_stream=_OUTPUT, isError=True)
+        else:
+            close_item(out, at, open_item.itemType, "failed", why)
     if state.turnOpen or not synthetic:
-        out.emit(TurnCompleted, payload, synthetic=synthetic, thread=c.thread, turn=c.turn,
-                 refs=c.refs)
+        end_turn(out, c.at(), payload, synthetic)
     return _replace(state, turnOpen=False, items={})
 
 
@@ -318,10 +321,8 @@ def _payload(kind: str, item: dict[str, Any], done: bool, cap: int) -> ItemPaylo
 
 def _start(state: State, out: Emitter, item: dict[str, Any], native_id: str, kind: str,
            synthetic: bool) -> State:
-    c = _Ctx(state, out)
-    out.emit(ItemStarted, _payload(kind, item, False, out.cap), synthetic=synthetic,
-             thread=c.thread, turn=c.turn, item=out.id("itm", native_id),
-             refs=_item_refs(state, native_id))
+    start_item(out, _Ctx(state, out).item_at(state, out, native_id),
+               _payload(kind, item, False, out.cap), synthetic)
     items = dict(state.items)
     items[native_id] = OpenItem(_ITEM_TYPES.get(kind, "unknown"))
     return _replace(state, items=items)
@@ -351,18 +352,14 @@ def _on_item_completed(state: State, obj: dict[str, Any], out: Emitter) -> State
     item, native_id, kind = _item(obj)
     if native_id not in state.items:
         state = _start(state, out, item, native_id, kind, synthetic=True)
-    c = _Ctx(state, out)
-    canonical = out.id("itm", native_id)
-    refs = _item_refs(state, native_id)
+    at = _Ctx(state, out).item_at(state, out, native_id)
     stream = _TEXT_STREAMS.get(kind)
-    if stream is not None and item.get("text"):
-        out.emit(ContentDelta, ContentDeltaPayload(streamKind=stream, delta=item["text"]),  # type: ignore[arg-type]
-                 synthetic=True, thread=c.thread, turn=c.turn, item=canonical, refs=refs)
+    if stream is not None and item.get("text"):  # its text, whole, as its one delta
+        rest(out, at, stream, item["text"])
     _stream_output(state, out, item, native_id, kind)
-    out.drop(canonical, _OUTPUT)  # the item carries its native aggregated_output instead
     state = _plan(state, out, item, kind)
-    out.emit(ItemCompleted, _payload(kind, item, True, out.cap), thread=c.thread, turn=c.turn,
-             item=canonical, refs=refs)
+    # its streams close: the item carries its native aggregated_output instead
+    complete_item(out, at, _payload(kind, item, True, out.cap))
     items = dict(state.items)
     items.pop(native_id, None)
     return _replace(state, items=items)
@@ -381,18 +378,7 @@ def _stream_output(state: State, out: Emitter, item: dict[str, Any], native_id: 
     output = item.get("aggregated_output")
     if not isinstance(output, str) or native_id not in state.items:
         return
-    canonical = out.id("itm", native_id)
-    streamed = max(out.streamed(canonical, _OUTPUT), 0)
-    if len(output) <= streamed:
-        return
-    delta = output[streamed:]
-    c = _Ctx(state, out)
-    out.emit(ContentDelta, ContentDeltaPayload(streamKind="command_output", delta=delta),
-             thread=c.thread, turn=c.turn, item=canonical, refs=_item_refs(state, native_id))
-    if out.extends(canonical, _OUTPUT, output):
-        out.append(canonical, _OUTPUT, delta)
-    else:
-        out.reset(canonical, _OUTPUT, output)
+    snapshot(out, _Ctx(state, out).item_at(state, out, native_id), _OUTPUT, output)
 
 
 def _plan(state: State, out: Emitter, item: dict[str, Any], kind: str) -> State:

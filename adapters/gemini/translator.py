@@ -61,16 +61,14 @@ from msgspec import UnsetType
 from adapters.core.contract import MalformedRecord, Message
 from adapters.core.emitter import UNSET, Emitter
 from adapters.core.emitter import replace as _replace
+from adapters.core.lifecycle import At, complete_item, delta, end_turn, start_item, taken
 from adapters.core.shape import native_count
-from adapters.core.spool import whole_fields
 from adapters.core.tools import item_type_for_tool, normalize_tool_name, tool_fields
 from adapters.gemini.state import Reply, State, Tool
 from topics.canonical import (
     ContentDelta,
     ContentDeltaPayload,
-    ItemCompleted,
     ItemPayload,
-    ItemStarted,
     ProviderRefs,
     RuntimeErrorEvent,
     RuntimeErrorPayload,
@@ -82,7 +80,6 @@ from topics.canonical import (
     ThreadStartedPayload,
     ThreadTokenUsageUpdated,
     ThreadTokenUsageUpdatedPayload,
-    TurnCompleted,
     TurnCompletedPayload,
     TurnStarted,
     TurnStartedPayload,
@@ -113,9 +110,15 @@ class _Ctx:
         self.turn: str | UnsetType = out.id("trn", str(state.turns)) if state.turnOpen else UNSET
         self.refs = ProviderRefs(providerSessionId=state.session) if state.session else UNSET
 
-    def item_refs(self, state: State, tool_id: str | None = None) -> ProviderRefs:
-        return ProviderRefs(providerSessionId=state.session or UNSET,
-                            providerItemId=tool_id or UNSET)
+    def at(self, item: str | UnsetType = UNSET) -> At:
+        """Where the turn's events go (an item's, with `item`)."""
+        return At(self.thread, self.turn, item, refs=self.refs)
+
+    def tool_at(self, state: State, out: Emitter, tool_id: str) -> At:
+        """Where a tool item's events go (its refs name the tool call)."""
+        return At(self.thread, self.turn, out.id("itm", tool_id),
+                  refs=ProviderRefs(providerSessionId=state.session or UNSET,
+                                    providerItemId=tool_id or UNSET))
 
 
 def translate(state: State, msg: Message, out: Emitter) -> State:
@@ -234,13 +237,10 @@ def _end_turn(state: State, out: Emitter, payload: TurnCompletedPayload,
     state = _close_reply(state, out)
     c = _Ctx(state, out)
     for tool_id, tool in state.tools.items():
-        out.emit(ItemCompleted,
-                 _tool_payload(tool, "failed", out.cap, output="",
-                               detail="the turn ended before the tool returned"),
-                 synthetic=True, thread=c.thread, turn=c.turn, item=out.id("itm", tool_id),
-                 refs=c.item_refs(state, tool_id))
-    out.emit(TurnCompleted, payload, synthetic=synthetic, thread=c.thread, turn=c.turn,
-             refs=c.refs)
+        complete_item(out, c.tool_at(state, out, tool_id),
+                      _tool_payload(tool, "failed", out.cap, output="",
+                                    detail="the turn ended before the tool returned"), True)
+    end_turn(out, c.at(), payload, synthetic)
     return _replace(state, turnOpen=False, tools={}, errorLine=None)
 
 
@@ -258,24 +258,18 @@ def _close_reply(state: State, out: Emitter) -> State:
     reply = state.reply
     if reply is None:
         return state
-    c = _Ctx(state, out)
-    item = _msg_item(out, reply.n)
-    text = whole_fields(out.take(item, _TEXT), "text") or {"text": ""}
-    out.emit(ItemCompleted,
-             ItemPayload(itemType="assistant_message", status="completed", role="assistant",
-                         **text),
-             synthetic=True, thread=c.thread, turn=c.turn, item=item, refs=c.refs)
+    at = _Ctx(state, out).at(_msg_item(out, reply.n))
+    complete_item(out, at, ItemPayload(itemType="assistant_message", status="completed",
+                                       role="assistant", **taken(out, at.item_id, _TEXT, "text")),
+                  True)
     return _replace(state, reply=None)
 
 
 def _open_reply(state: State, out: Emitter) -> State:
     reply = Reply(n=state.items + 1)
-    c = _Ctx(state, out)
-    item = _msg_item(out, reply.n)
-    out.emit(ItemStarted,
-             ItemPayload(itemType="assistant_message", status="inProgress", role="assistant"),
-             synthetic=True, thread=c.thread, turn=c.turn, item=item, refs=c.refs)
-    out.append(item, _TEXT, "")  # opened, spooled
+    start_item(out, _Ctx(state, out).at(_msg_item(out, reply.n)),
+               ItemPayload(itemType="assistant_message", status="inProgress", role="assistant"),
+               True, (_TEXT,))
     return _replace(state, items=reply.n, reply=reply)
 
 
@@ -298,26 +292,21 @@ def _on_message(state: State, obj: dict[str, Any], out: Emitter) -> State:
         state = _open_reply(state, out)
     reply = state.reply
     assert reply is not None
-    c = _Ctx(state, out)
-    item = _msg_item(out, reply.n)
-    out.emit(ContentDelta, ContentDeltaPayload(streamKind="assistant_text", delta=content),
-             synthetic=whole, thread=c.thread, turn=c.turn, item=item, refs=c.refs)
-    out.append(item, _TEXT, content)
+    at = _Ctx(state, out).at(_msg_item(out, reply.n))
+    if not content:  # a whole message that is empty: its one (empty) delta all the same
+        at.emit(out, ContentDelta, ContentDeltaPayload(streamKind="assistant_text", delta=""), True)
+    delta(out, at, _TEXT, content, synthetic=whole)
     return _close_reply(state, out) if whole else state
 
 
 def _user_message(state: State, text: str, out: Emitter) -> State:
     n = state.items + 1
-    c = _Ctx(state, out)
-    item = _msg_item(out, n)
+    at = _Ctx(state, out).at(_msg_item(out, n))
     # the CLI echoes the prompt it was given: the user's own
-    out.emit(ItemStarted, ItemPayload(itemType="user_message", status="inProgress", role="user",
-                                      author="user"),
-             synthetic=True, thread=c.thread, turn=c.turn, item=item, refs=c.refs)
-    out.emit(ItemCompleted,
-             ItemPayload(itemType="user_message", status="completed", role="user", text=text,
-                         author="user"),
-             thread=c.thread, turn=c.turn, item=item, refs=c.refs)
+    start_item(out, at, ItemPayload(itemType="user_message", status="inProgress", role="user",
+                                    author="user"), True)
+    complete_item(out, at, ItemPayload(itemType="user_message", status="completed", role="user",
+                                       text=text, author="user"))
     return _replace(state, items=n)
 
 
@@ -354,10 +343,8 @@ def _tool_payload(tool: Tool, status: str, cap: int, output: str | None = None,
 
 def _start_tool(state: State, out: Emitter, tool_id: str, tool: Tool, synthetic: bool) -> State:
     state = _close_reply(_ensure_turn(state, out), out)  # a tool call ends the text before it
-    c = _Ctx(state, out)
-    out.emit(ItemStarted, _tool_payload(tool, "inProgress", out.cap), synthetic=synthetic,
-             thread=c.thread, turn=c.turn, item=out.id("itm", tool_id),
-             refs=c.item_refs(state, tool_id))
+    start_item(out, _Ctx(state, out).tool_at(state, out, tool_id),
+               _tool_payload(tool, "inProgress", out.cap), synthetic)
     return _replace(state, tools={**state.tools, tool_id: tool})
 
 
@@ -390,12 +377,9 @@ def _on_tool_result(state: State, obj: dict[str, Any], out: Emitter) -> State:
     if not isinstance(output, str):
         message = error.get("message") if isinstance(error, dict) else None
         output = message if failed and isinstance(message, str) else ""
-    c = _Ctx(state, out)
-    out.emit(ItemCompleted,
-             _tool_payload(tool, "failed" if failed else "completed", out.cap, output=output,
-                           data={"error": error} if isinstance(error, dict) else UNSET),
-             thread=c.thread, turn=c.turn, item=out.id("itm", tool_id),
-             refs=c.item_refs(state, tool_id))
+    complete_item(out, _Ctx(state, out).tool_at(state, out, tool_id),
+                  _tool_payload(tool, "failed" if failed else "completed", out.cap, output=output,
+                                data={"error": error} if isinstance(error, dict) else UNSET))
     return _replace(state, tools={k: v for k, v in state.tools.items() if k != tool_id})
 
 

@@ -131,6 +131,7 @@ from adapters.core.contract import MalformedRecord, Message
 from adapters.core.diff import diff_fields, hunks_diff, text_diff
 from adapters.core.emitter import UNSET, Emitter
 from adapters.core.emitter import replace as _replace
+from adapters.core.lifecycle import At, complete_item, delta, end_turn, start_item
 from adapters.core.shape import native_count, native_list
 from adapters.core.spool import Whole, whole_fields
 from adapters.core.tools import item_type_for_tool, normalize_tool_name, tool_fields
@@ -167,7 +168,6 @@ from topics.canonical import (
     ThreadStateChangedPayload,
     ThreadTokenUsageUpdated,
     ThreadTokenUsageUpdatedPayload,
-    TurnCompleted,
     TurnCompletedPayload,
     TurnDiffUpdated,
     TurnDiffUpdatedPayload,
@@ -225,6 +225,12 @@ def _srefs(sid: str) -> ProviderRefs:
 def _prefs(pid: str, p: Part) -> ProviderRefs:
     return ProviderRefs(providerSessionId=p.sid, providerItemId=p.call or pid,
                         providerParentItemId=p.msg)
+
+
+def _at(state: State, out: Emitter, pid: str, part: Part) -> At:
+    """Where the events of part `pid`'s item go (the conversation core's At)."""
+    return At(_thread(out, part.sid), _turn(state, out, part.sid), out.id("itm", pid),
+              refs=_prefs(pid, part))
 
 
 def _str(obj: dict[str, Any], key: str) -> str:
@@ -373,13 +379,11 @@ def _end_turn(state: State, out: Emitter, sid: str, end: str, *, synthetic: bool
                                        "cache": {"read": u.cacheRead, "write": u.cacheWrite}})
         if u.cost > 0:  # OpenCode writes 0 for a model it has no price for: not a price
             turn_cost = Cost(source="provider", usd=u.cost, priceSource="step-finish.cost")
-    out.emit(TurnCompleted,
+    end_turn(out, At(_thread(out, sid), _turn(state, out, sid), refs=_srefs(sid)),
              TurnCompletedPayload(state=end,  # type: ignore[arg-type]
                                   stopReason=sess.finish or UNSET, usage=usage,
                                   totalCostUsd=cost, errorMessage=error, tokens=turn_tokens,
-                                  cost=turn_cost),
-             synthetic=synthetic, thread=_thread(out, sid), turn=_turn(state, out, sid),
-             refs=_srefs(sid))
+                                  cost=turn_cost), synthetic)
     state = _set_sess(state, sid, _replace(sess, turnOpen=False, finish="", retry=0, usage=None,
                                            ending="", error="", waiting=False, held=False))
     # roles are only needed while a turn's parts stream
@@ -797,12 +801,10 @@ def _role_of(state: State, sid: str, mid: str, kind: str) -> str:
 def _start_text(state: State, out: Emitter, pid: str, part: Part, synthetic: bool,
                 flags: dict[str, bool] | None = None) -> tuple[State, Part]:
     item_type = "reasoning" if part.kind == "reasoning" else "assistant_message"
-    out.emit(ItemStarted,
-             ItemPayload(itemType=item_type, status="inProgress",  # type: ignore[arg-type]
-                         role="assistant" if item_type == "assistant_message" else UNSET,
-                         data=flags or UNSET),
-             synthetic=synthetic, thread=_thread(out, part.sid),
-             turn=_turn(state, out, part.sid), item=out.id("itm", pid), refs=_prefs(pid, part))
+    start_item(out, _at(state, out, pid, part),
+               ItemPayload(itemType=item_type, status="inProgress",  # type: ignore[arg-type]
+                           role="assistant" if item_type == "assistant_message" else UNSET,
+                           data=flags or UNSET), synthetic)
     part = _replace(part, started=True)
     return _set_part(state, pid, part), part
 
@@ -848,11 +850,10 @@ def _advance(state: State, out: Emitter, pid: str, part: Part, *, snapshot: str 
         new = pending.rstrip()
         part = _hold(out, pid, part, pending[len(new):])
     stream = "reasoning_text" if part.kind == "reasoning" else "assistant_text"
-    if new:
-        out.emit(ContentDelta,
-                 ContentDeltaPayload(streamKind=stream, delta=new),  # type: ignore[arg-type]
-                 synthetic=forced, thread=_thread(out, part.sid),
-                 turn=_turn(state, out, part.sid), item=item, refs=_prefs(pid, part))
+    at = _at(state, out, pid, part)
+    if new:  # counted below, in the part's own short form or its stream (_add)
+        at.emit(out, ContentDelta,
+                ContentDeltaPayload(streamKind=stream, delta=new), forced)  # type: ignore[arg-type]
     if not (final or forced):
         if rebase is not None:
             out.drop(item, "text")
@@ -868,12 +869,9 @@ def _advance(state: State, out: Emitter, pid: str, part: Part, *, snapshot: str 
         fields = whole_fields(Whole(emitted_all.text + new, emitted_all.length + len(new),
                                     emitted_all.truncated), "text")
     item_type = "reasoning" if part.kind == "reasoning" else "assistant_message"
-    out.emit(ItemCompleted,
-             ItemPayload(itemType=item_type, status="completed",  # type: ignore[arg-type]
-                         role="assistant" if item_type == "assistant_message" else UNSET,
-                         **fields),
-             synthetic=forced, thread=_thread(out, part.sid), turn=_turn(state, out, part.sid),
-             item=item, refs=_prefs(pid, part))
+    complete_item(out, at, ItemPayload(
+        itemType=item_type, status="completed",  # type: ignore[arg-type]
+        role="assistant" if item_type == "assistant_message" else UNSET, **fields), forced)
     return _drop_part(state, pid)
 
 
@@ -943,13 +941,11 @@ def _user_text(state: State, out: Emitter, pid: str, part: Part, text: str,
     state = _open_turn(state, out, part.sid)
     synthetic = part.msg not in state.roles
     author: Author = "runtime" if flags and flags.get("synthetic") else "user"
-    thread, turn, item = _thread(out, part.sid), _turn(state, out, part.sid), out.id("itm", pid)
-    out.emit(ItemStarted, ItemPayload(itemType="user_message", status="inProgress", role="user",
-                                      data=flags or UNSET, author=author),
-             synthetic=synthetic, thread=thread, turn=turn, item=item, refs=_prefs(pid, part))
-    out.emit(ItemCompleted, ItemPayload(itemType="user_message", status="completed", role="user",
-                                        text=text, data=flags or UNSET, author=author),
-             synthetic=synthetic, thread=thread, turn=turn, item=item, refs=_prefs(pid, part))
+    at = _at(state, out, pid, part)
+    start_item(out, at, ItemPayload(itemType="user_message", status="inProgress", role="user",
+                                    data=flags or UNSET, author=author), synthetic)
+    complete_item(out, at, ItemPayload(itemType="user_message", status="completed", role="user",
+                                       text=text, data=flags or UNSET, author=author), synthetic)
     return _drop_part(state, pid)
 
 
@@ -1098,10 +1094,8 @@ def _refused(tstate: dict[str, Any]) -> bool:
 
 def _start_tool(state: State, out: Emitter, pid: str, part: Part, tstate: dict[str, Any],
                 synthetic: bool) -> tuple[State, Part]:
-    out.emit(ItemStarted, _tool_payload(state, part, tstate, "inProgress", out.cap),
-             synthetic=synthetic,
-             thread=_thread(out, part.sid), turn=_turn(state, out, part.sid),
-             item=out.id("itm", pid), refs=_prefs(pid, part))
+    start_item(out, _at(state, out, pid, part),
+               _tool_payload(state, part, tstate, "inProgress", out.cap), synthetic)
     part = _replace(part, started=True)
     return _set_part(state, pid, part), part
 
@@ -1114,12 +1108,8 @@ def _stream_output(state: State, out: Emitter, pid: str, part: Part,
     output = _dict(tstate, "metadata").get("output")
     item = out.id("itm", pid)
     new = out.rest(item, "command_output", output) if isinstance(output, str) else ""
-    if new:
-        out.emit(ContentDelta, ContentDeltaPayload(streamKind="command_output", delta=new),
-                 thread=_thread(out, part.sid), turn=_turn(state, out, part.sid),
-                 item=item, refs=_prefs(pid, part))
-        # not spooled: the completed tool part carries its whole output
-        out.append(item, "command_output", new, spool=False)
+    if new:  # not spooled: the completed tool part carries its whole output
+        delta(out, _at(state, out, pid, part), "command_output", new, spool=False)
     return _set_part(state, pid, part)
 
 
@@ -1142,9 +1132,8 @@ def _close_tool(state: State, out: Emitter, pid: str, part: Part, tstate: dict[s
         data["attachments"] = tstate["attachments"]
     if data:
         fields["data"] = data
-    out.emit(ItemCompleted, _tool_payload(state, part, tstate, status, out.cap, **fields),
-             synthetic=synthetic, thread=_thread(out, part.sid), turn=_turn(state, out, part.sid),
-             item=out.id("itm", pid), refs=_prefs(pid, part))
+    complete_item(out, _at(state, out, pid, part),
+                  _tool_payload(state, part, tstate, status, out.cap, **fields), synthetic)
     return _drop_part(state, pid)
 
 
