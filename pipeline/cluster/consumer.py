@@ -80,7 +80,12 @@ class Consumer:
             self._consumer.subscribe(list(self.topics))
         else:
             self._consumer.subscribe(list(self.topics), listener=_Listener(self))
-        await self._consumer.start()
+        try:
+            await self._consumer.start()
+        except BaseException:  # no broker answers: nothing left open behind the error
+            consumer, self._consumer = self._consumer, None
+            await consumer.stop()
+            raise
         self._last_commit = self._last_record = time.monotonic()
         return self
 
