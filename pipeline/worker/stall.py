@@ -15,14 +15,15 @@ delivery being sent again) the scan says nothing, and that time is not counted i
 session's wait.
 
 Unlike the idle scan's closings (a session that comes back begins a new life), a stall
-event takes a seq in a life that goes on, so a chunk's events are delivered and the
-states that count their seqs stored (publish -> store, as a batch's Checkpoint) while
-the agent's lock is held: a record of the session cannot take the same seq meanwhile.
-A chunk is at most `chunk` sessions, and the lock is let go between two. The window
-the Checkpoint closes by translating again is open here: a worker that dies after a
-stall event is delivered and before its state is stored publishes the session's next
-event with the stall event's seq and eventId (a consumer that drops duplicates by
-eventId drops it). The idle scan's closings have the same window.
+event takes a seq in a life that goes on. So its state is stored BEFORE the event is
+delivered (store -> publish, the reverse of a batch's Checkpoint), both while the
+agent's lock is held: a worker that dies between the two has the stall in its state
+and never published the event, and the session's next event comes with the seq after
+it (a consumer sees a gap: pipeline.cluster.consumer reports it as a Gap). The other
+order would give, after such a crash, the session's next real event the stall event's
+seq and eventId, and a consumer that drops copies would drop that real event: losing a
+synthetic health signal is the lesser harm. A chunk is at most `chunk` sessions, and
+the lock is let go between two.
 
 Worker only: `canonflow replay` reads files with no clock to wait on, and its output
 stays a function of its input.
@@ -155,8 +156,10 @@ def add_stall_watch(app: Any, settings: Settings, name: str, tables: Tables,
                 said.append((key, on, since))
             if not said:
                 return
-            await sink.publish(items, f"{name}.stall", exact_ends=exact)
+            # store, then publish: see the module doc (a crash between loses the stall
+            # event, never a real event of the session)
             await store(sink, table, states, f"{name}.stall")
+            await sink.publish(items, f"{name}.stall", exact_ends=exact)
             for key, on, since in said:
                 waits.put(key, on, since, True)
         if counted and fleet is not None:
