@@ -232,19 +232,24 @@ def _turn(state: State, out: Emitter) -> str | UnsetType:
     return out.id("trn", str(state.turns)) if state.turnOpen else UNSET
 
 
+def _refs(state: State, item_ref: str | None, request_ref: str | None, parent: str | None
+          ) -> ProviderRefs | UnsetType:
+    """The event's providerRefs: only when one of its ids is set (not built, then compared
+    with an empty one, for every event)."""
+    if state.session or item_ref or request_ref or parent:
+        return ProviderRefs(providerThreadId=state.session or UNSET,
+                            providerItemId=item_ref or UNSET,
+                            providerRequestId=request_ref or UNSET,
+                            providerParentItemId=parent or UNSET)
+    return UNSET
+
+
 def _at(state: State, out: Emitter, item: str | None = None, item_ref: str | None = None,
         request: str | None = None, request_ref: str | None = None,
         parent: str | None = None) -> At:
     """Where an event goes: the current thread/turn; `item`, `request`, `parent` are
     native keys."""
-    # ProviderRefs only when one of its ids is set (not built, then compared with an
-    # empty one, for every event)
-    refs: ProviderRefs | UnsetType = UNSET
-    if state.session or item_ref or request_ref or parent:
-        refs = ProviderRefs(providerThreadId=state.session or UNSET,
-                            providerItemId=item_ref or UNSET,
-                            providerRequestId=request_ref or UNSET,
-                            providerParentItemId=parent or UNSET)
+    refs = _refs(state, item_ref, request_ref, parent)
     return At(_thread(state, out), _turn(state, out), out.id("itm", item) if item else UNSET,
               out.id("itm", parent) if parent else UNSET, refs,
               out.id("req", request) if request else UNSET)
@@ -255,12 +260,7 @@ def _emit(state: State, out: Emitter, cls: type[_Event], payload: Struct, *,
           request: str | None = None, request_ref: str | None = None,
           parent: str | None = None) -> None:
     """Emit with the current thread/turn (as _at says, without building an At)."""
-    refs: ProviderRefs | UnsetType = UNSET
-    if state.session or item_ref or request_ref or parent:
-        refs = ProviderRefs(providerThreadId=state.session or UNSET,
-                            providerItemId=item_ref or UNSET,
-                            providerRequestId=request_ref or UNSET,
-                            providerParentItemId=parent or UNSET)
+    refs = _refs(state, item_ref, request_ref, parent)
     out.emit(cls, payload, synthetic=synthetic, thread=_thread(state, out), turn=_turn(state, out),
              item=out.id("itm", item) if item else UNSET,
              request=out.id("req", request) if request else UNSET,
