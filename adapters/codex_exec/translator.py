@@ -354,8 +354,11 @@ def _on_item_completed(state: State, obj: dict[str, Any], out: Emitter) -> State
         state = _start(state, out, item, native_id, kind, synthetic=True)
     at = _Ctx(state, out).item_at(state, out, native_id)
     stream = _TEXT_STREAMS.get(kind)
-    if stream is not None and item.get("text"):  # its text, whole, as its one delta
-        rest(out, at, stream, item["text"])
+    text = item.get("text")
+    if stream is not None and text:  # its text, whole, as its one delta
+        if not isinstance(text, str):
+            raise MalformedRecord(f"item.completed: {kind} 'text' must be a string")
+        rest(out, at, stream, text)
     _stream_output(state, out, item, native_id, kind)
     state = _plan(state, out, item, kind)
     # its streams close: the item carries its native aggregated_output instead

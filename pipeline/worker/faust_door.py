@@ -53,6 +53,7 @@ import weakref
 from collections.abc import Iterable, MutableMapping, Sequence, Set
 from typing import Any
 
+from aiokafka import TopicPartition
 from faust.stores.memory import Store as MemoryStore
 from faust.streams import _current_event
 from faust.tables import TableManager as FaustTableManager
@@ -227,6 +228,22 @@ class Recovery(FaustRecovery):
     processed since are read again and skipped by the sessions' watermarks). Faust's
     `on_recovery_completed` resumes the flow itself once the seek is done.
 
+    1b. "Reading resumes at the committed offsets" held only for partitions that have
+    one. For a raw partition this group never committed an offset in (a new group over
+    a topic with records; a worker stopped before its first batch there was
+    acknowledged), aiokafka's `seek_to_committed` seeks nothing, so the records the
+    dropped fetch had already carried were never read again: the consumer's position
+    stayed past them. Found with tests/pipeline/test_stop_in_retry.py: a worker that
+    gave up its first batches on SIGTERM was restarted, consumed every raw partition to
+    its end (positions at the high watermarks) and never published the providers whose
+    partitions had no committed offset (claude, codex-exec, opencode, gemini; codex
+    and acp, whose first record had been acknowledged, were whole), in about one run
+    of five under load. Faust's own drop of a fetch that arrives while the flow is
+    stopped (its `getmany`, during any rebalance) calls the same seek. So the seek is
+    followed, once per worker (`_rewind_uncommitted`), by a seek to the beginning of
+    every stream partition without a committed offset: what the app's
+    `consumer_auto_offset_reset` ("earliest") gives such a partition anyway.
+
     2. A changelog that ends below what the worker's tables hold is read again from its
     start, and the tables with it, instead of stopping the worker. Faust raises
     `ConsistencyError` in `_restart_recovery` when a changelog partition's stored offset
@@ -261,7 +278,9 @@ class Recovery(FaustRecovery):
     rebuilt_reason: str | None = None
 
     async def on_recovery_completed(self, generation_id: int = 0) -> None:
-        self.app.consumer.stop_flow()
+        consumer = self.app.consumer
+        _rewind_uncommitted(consumer, self._is_changelog_tp)
+        consumer.stop_flow()
         await super().on_recovery_completed(generation_id)
 
     async def _build_offsets(self, consumer: Any, tps: Set[Any],
@@ -303,6 +322,27 @@ class Recovery(FaustRecovery):
                                f"tables held, e.g. {behind[0]}")
         log.warning("canonflow: the broker lost table changelogs (%s): %s, and going on",
                     self.rebuilt_reason, REBUILT)
+
+
+def _rewind_uncommitted(consumer: Any, is_changelog: Any) -> None:
+    """Make `consumer.perform_seek` (seek every partition back to its committed offset)
+    also seek each stream partition without a committed offset to its beginning
+    (Recovery, 1b). Installed once per consumer."""
+    if getattr(consumer, "_rewinds_uncommitted", False):
+        return
+    seek_to_committed = consumer.perform_seek
+
+    async def perform_seek() -> None:
+        await seek_to_committed()
+        read = consumer._read_offset  # after the seek: None where nothing is committed
+        uncommitted = [tp for tp in consumer.assignment()
+                       if read.get(tp) is None and not is_changelog(tp)]
+        if uncommitted:  # on the consumer's thread, as aiokafka's partitions
+            await consumer._thread.seek_to_beginning(
+                *(TopicPartition(tp.topic, tp.partition) for tp in uncommitted))
+
+    consumer.perform_seek = perform_seek
+    consumer._rewinds_uncommitted = True
 
 
 def _drop_local(table: Any, partitions: Iterable[int]) -> None:

@@ -40,12 +40,10 @@ RETRY_MAX_SECONDS = 10.0
 #: How often a wait that a stopping worker interrupts looks whether it is stopping.
 STOP_POLL_SECONDS = 0.1
 #: Give up a delivery being sent again when the worker begins to stop (Abandoned), so
-#: that SIGTERM is honoured at once. Off: measured, a restart after a give-up
-#: intermittently never published a provider whose every record was in the given-up
-#: batch (compiled build, 2 of 4 and 1 of 3 runs of test_stop_in_retry.py; the
-#: interpreted build passed 6 of 6), and the cause is not found yet. Until it is, a
-#: worker sending again stops only at the stop bound (SIGKILL), which loses nothing.
-GIVE_UP_ON_STOP = False
+#: that SIGTERM is honoured at once; the batch is not acknowledged and is read again after
+#: the restart. (It was off while a restart after a give-up intermittently lost the
+#: providers whose raw partitions had no committed offset: faust_door's Recovery, 1b.)
+GIVE_UP_ON_STOP = True
 
 
 class Abandoned(Exception):  # noqa: N818 - a way out, not an error

@@ -205,9 +205,11 @@ class Repeats(logging.Filter):
             if len(self.shapes) >= self.most:
                 return True  # too many shapes to follow: let it through, keep nothing
         if seen is not None and seen[1]:
-            record.msg = (f"{record.getMessage()} ({seen[1]:.0f} more like this in "
-                          f"{self.every:.0f} s)")
-            record.args = None
+            # the message made whole, as the one argument of "%s": a record's args are
+            # formatted again by every handler that formats it
+            record.args = (f"{record.getMessage()} ({seen[1]:.0f} more like this in "
+                           f"{self.every:.0f} s)",)
+            record.msg = "%s"
         self.shapes[shape] = [now + self.every, 0]
         return True
 

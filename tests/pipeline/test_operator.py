@@ -149,6 +149,9 @@ def test_repeated_log_lines_are_held_back_and_counted():
     again = record(7)
     assert repeats.filter(again)
     assert again.getMessage().endswith("(498 more like this in 60 s)")
+    formatter = logging.Formatter("%(levelname)s %(message)s")  # every handler formats it
+    assert formatter.format(again) == formatter.format(again) == \
+        f"ERROR {again.getMessage()}"
     info = [log.makeRecord(log.name, logging.INFO, __file__, 1, "Worker ready", (), None)
             for _ in range(3)]
     assert all(repeats.filter(r) for r in info)  # asked for: all of it

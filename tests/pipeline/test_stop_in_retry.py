@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.settings import Settings
-from pipeline.worker.output import GIVE_UP_ON_STOP, RETRY_MAX_SECONDS
+from pipeline.worker.output import RETRY_MAX_SECONDS
 from tests.pipeline.failing_sends.sitecustomize import FAILED_MARK, LOADED_MARK
 from tests.pipeline.faults import (
     Deduped,
@@ -57,12 +57,6 @@ def _failing_env(control: Path) -> dict[str, str]:
             "TEST_FAILING_SENDS": str(control)}
 
 
-@pytest.mark.xfail(
-    not GIVE_UP_ON_STOP, strict=True,
-    reason="open (issue 25): giving up a delivery on SIGTERM is off "
-           "(pipeline.worker.output.GIVE_UP_ON_STOP): with it on, a restart intermittently "
-           "never published a provider whose records were all in the given-up batch; off, "
-           "the worker stops only at the stop bound")
 def test_sigterm_during_a_batch_retry_exits_promptly_and_the_restart_publishes_it_once(
         settings: Settings, tmp_path: Path, capsys):
     work = workload(200, prefix="retry")
