@@ -164,23 +164,6 @@ def broker_addresses(broker: str) -> list[tuple[str, int]]:
     return out
 
 
-def http_url(text: str) -> str:
-    """`text` if it is an http:// or https:// URL with a host (an OTLP endpoint).
-
-    Raises ValueError otherwise: a typo is a usage error, not a minute of retries.
-    """
-    from urllib.parse import urlsplit
-
-    try:
-        url = urlsplit(text)
-        url.port  # noqa: B018 - raises ValueError for a port that is not a number
-    except ValueError:
-        raise ValueError(f"{text!r} is not an http:// or https:// URL") from None
-    if url.scheme not in ("http", "https") or not url.hostname:
-        raise ValueError(f"{text!r} is not an http:// or https:// URL")
-    return text
-
-
 _BOOL = {"1": True, "true": True, "yes": True, "on": True,
          "0": False, "false": False, "no": False, "off": False, "": False}
 

@@ -74,9 +74,15 @@ def outputs(out: Output, key: bytes | None, partition: int, ts_ms: int | None
 Latest = tuple[int, tuple[SummaryState, Any, bool], "int | None"]
 
 
+def summary_item(summary: tuple[SummaryState, Any, bool], key: bytes, partition: int,
+                 ts_ms: int | None) -> Item:
+    """The agents.sessions record of a session's summary (Output.summary)."""
+    return SESSIONS_TOPIC, encode_summary(record(*summary)), key, partition, ts_ms
+
+
 def summaries(latest: dict[bytes, Latest]) -> list[Item]:
     """The agents.sessions records of a batch: each session's latest summary, once."""
-    return [(SESSIONS_TOPIC, encode_summary(record(*summary)), key, partition, ts_ms)
+    return [summary_item(summary, key, partition, ts_ms)
             for key, (partition, summary, ts_ms) in latest.items()]
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from pipeline.ops.metrics import Item, WorkerMetrics
 from pipeline.settings import Settings
-from pipeline.worker.checkpoint import Sessions, Tables, outputs
+from pipeline.worker.checkpoint import Sessions, Tables, outputs, summary_item
 from pipeline.worker.faust_door import (
     Entry,
     local,
@@ -24,7 +24,6 @@ from pipeline.worker.fleet import Counted, FleetStage
 from pipeline.worker.normalize import Normalizer, closed_at, closed_mark
 from pipeline.worker.output import OutputProducer, until_stopped
 from topics.catalog import SESSIONS_TOPIC
-from topics.sessions import encode_summary, record
 
 log = logging.getLogger("canonflow")
 
@@ -106,8 +105,7 @@ def add_idle_expiry(app: Any, settings: Settings, name: str, tables: Tables,
                 items.extend(outputs(out, key, partition, now_ms))
                 at = stand_ins.setdefault(partition, partition_stand_in(partition))
                 if out.summary is not None:
-                    items.append((SESSIONS_TOPIC, encode_summary(record(*out.summary)), key,
-                                  partition, now_ms))
+                    items.append(summary_item(out.summary, key, partition, now_ms))
                 if out.summary is not None and retention_ms > 0:
                     entries.append((key, partition, closed_mark(now_ms, partition), at))
                 else:

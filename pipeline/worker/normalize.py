@@ -338,20 +338,17 @@ class Normalizer:
         session = entry.session
         if session.epochMs < 0:
             return None
-        session_id = key.decode("utf-8", "replace")
-        emitted = Emitter(self.provider, session_id, session.seq, now_ms, False,
-                          self.translator.raw_source, session.epochMs)
-        emitted.emit(SessionStateChanged, SessionStateChangedPayload(
+        stalled = self._health(session, key.decode("utf-8", "replace"), now_ms,
+                               SessionStateChangedPayload(
             state="waiting", health="stalled", waitingOn=on,  # type: ignore[arg-type]
             waitedMs=waited_ms,
-            reason=f"no event for {waited_ms // 1000} s while waiting on the {on}"),
-            synthetic=True, thread=session.thread or UNSET, turn=session.turn or UNSET)
-        out = self._published(emitted.events, entry.chat, key, session.partition, -1, "agent",
+            reason=f"no event for {waited_ms // 1000} s while waiting on the {on}"))
+        out = self._published([stalled], entry.chat, key, session.partition, -1, "agent",
                               now_ms, MemorySpool())
         kept = summarize(entry.summary, out.shown) if self.summaries else None
         watch = Watch(requests=entry.watch.requests if entry.watch else 0, stalled=on,
                       sinceMs=now_ms - waited_ms)
-        new = msgspec.structs.replace(session, seq=emitted.seq)
+        new = msgspec.structs.replace(session, seq=session.seq + 1)
         return session.partition, Output(
             self._encode_state(SessionEntry(new, out.chat_state, watch, kept)),
             out.records, out.dead, chat=out.chat, record_headers=out.record_headers,
@@ -363,13 +360,19 @@ class Normalizer:
         """The session.state.changed (health "recovered") that precedes the first event
         of a stalled session, at the record's time and the seq after the stall's."""
         clock = time_ms if time_ms is not None else session.clockMs
-        out = Emitter(self.provider, session_id, session.seq, clock, False,
-                      self.translator.raw_source, max(session.epochMs, 0))
-        out.emit(SessionStateChanged, SessionStateChangedPayload(
+        return self._health(session, session_id, clock, SessionStateChangedPayload(
             state="running", health="recovered", waitingOn=watch.stalled,  # type: ignore[arg-type]
             waitedMs=max(0, clock - watch.sinceMs),
-            reason=f"an event came after the wait on the {watch.stalled}"),
-            synthetic=True, thread=session.thread or UNSET, turn=session.turn or UNSET)
+            reason=f"an event came after the wait on the {watch.stalled}"))
+
+    def _health(self, session: Session[Any], session_id: str, clock_ms: int,
+                payload: SessionStateChangedPayload) -> Any:
+        """A synthetic session.state.changed of `session` (a stall or its recovery), at
+        `clock_ms`, with the seq after the session's, in its open thread and turn."""
+        out = Emitter(self.provider, session_id, session.seq, clock_ms, False,
+                      self.translator.raw_source, max(session.epochMs, 0))
+        out.emit(SessionStateChanged, payload, synthetic=True,
+                 thread=session.thread or UNSET, turn=session.turn or UNSET)
         return out.events[0]
 
     def _error_class(self, error: AdapterError) -> str:

@@ -38,14 +38,12 @@ from typing import Any
 
 from pipeline.ops.metrics import Item, WorkerMetrics
 from pipeline.settings import Settings
-from pipeline.worker.checkpoint import Sessions, Tables, outputs, store
+from pipeline.worker.checkpoint import Sessions, Tables, outputs, store, summary_item
 from pipeline.worker.faust_door import Entry, local, partition_stand_in
 from pipeline.worker.fleet import Counted, FleetStage
 from pipeline.worker.normalize import Normalizer
 from pipeline.worker.output import OutputProducer, until_stopped
 from pipeline.worker.waits import APPROVAL, IDLE, MODEL, TOOL, Waits
-from topics.catalog import SESSIONS_TOPIC
-from topics.sessions import encode_summary, record
 
 log = logging.getLogger("canonflow")
 
@@ -147,8 +145,7 @@ def add_stall_watch(app: Any, settings: Settings, name: str, tables: Tables,
                 at = stand_ins.setdefault(partition, partition_stand_in(partition))
                 items.extend(outputs(out, key, partition, now_ms))
                 if out.summary is not None:  # the session's state, on agents.sessions
-                    items.append((SESSIONS_TOPIC, encode_summary(record(*out.summary)), key,
-                                  partition, now_ms))
+                    items.append(summary_item(out.summary, key, partition, now_ms))
                 states.append((key, partition, out.state, at))
                 if fleet is not None:
                     counted.extend(Counted(key, v, partition, None, now_ms, at)
