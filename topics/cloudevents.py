@@ -63,16 +63,20 @@ class Headers:
 
     def event(self, tag: str, event_id: str, subject: bytes, time: str) -> list[Header]:
         """The headers of a canonical event of type `tag`."""
-        ce_type = self._types.get(tag)
-        if ce_type is None:
-            ce_type = self._types[tag] = (TYPE_PREFIX + tag).encode()
-        return [*self._event_head, ("ce_id", event_id.encode()), ("ce_type", ce_type),
-                ("ce_subject", subject), ("ce_time", time.encode())]
+        return _headers(self._event_head, self._types, TYPE_PREFIX, tag, event_id, subject,
+                        time)
 
     def chat(self, tag: str, event_id: str, subject: bytes, time: str) -> list[Header]:
         """The headers of a chat record of type `tag` (its canonical event's time)."""
-        ce_type = self._chat_types.get(tag)
-        if ce_type is None:
-            ce_type = self._chat_types[tag] = (CHAT_TYPE_PREFIX + tag).encode()
-        return [*self._chat_head, ("ce_id", event_id.encode()), ("ce_type", ce_type),
-                ("ce_subject", subject), ("ce_time", time.encode())]
+        return _headers(self._chat_head, self._chat_types, CHAT_TYPE_PREFIX, tag, event_id,
+                        subject, time)
+
+
+def _headers(head: tuple[Header, ...], types: dict[str, bytes], prefix: str, tag: str,
+             event_id: str, subject: bytes, time: str) -> list[Header]:
+    """`head` and the per-record headers; each ce_type is encoded once, in `types`."""
+    ce_type = types.get(tag)
+    if ce_type is None:
+        ce_type = types[tag] = (prefix + tag).encode()
+    return [*head, ("ce_id", event_id.encode()), ("ce_type", ce_type),
+            ("ce_subject", subject), ("ce_time", time.encode())]
