@@ -8,8 +8,9 @@ mypy, which must then be installed in the build environment):
 They are the same Python source, run as C extensions: `canonflow bench` measures the
 adapter core about 1.6x faster that way. Without the variable nothing is compiled and
 the project is pure Python. The structs they use live in modules that are never
-compiled (adapters/core/contract.py, adapters/<runtime>/state.py): mypyc drops class
-keywords. Nor are the packages' `__init__.py` (re-exports only) compiled.
+compiled (adapters/core/contract.py, a runtime's `state.py` and `wire.py`): mypyc drops
+class keywords. Nor are the packages' `__init__.py` (re-exports only) or a runtime's
+`sources.py` (where its files live, read by the pipeline) compiled.
 """
 
 import os
@@ -22,15 +23,23 @@ from setuptools import setup
 HERE = Path(__file__).resolve().parent
 #: Modules of the conversation core that are never compiled.
 UNCOMPILED = ("__init__.py", "contract.py")
+#: Modules of a runtime's package that are never compiled: re-exports, structs (its
+#: state and its typed native messages), where its files live.
+UNCOMPILED_RUNTIME = ("__init__.py", "state.py", "wire.py", "sources.py")
+
+
+def _modules(package: Path, skip: tuple[str, ...]) -> list[str]:
+    return [p.relative_to(HERE).as_posix() for p in sorted(package.glob("*.py"))
+            if p.name not in skip]
 
 
 def compiled(runtimes: Iterable) -> list[str]:
-    """The modules mypyc compiles: the conversation core but its structs, and the
-    translator of every registered runtime (topics.runtimes), as paths from here."""
-    core = sorted(p.name for p in (HERE / "adapters" / "core").glob("*.py")
-                  if p.name not in UNCOMPILED)
-    return [*(f"adapters/core/{name}" for name in core),
-            *(f"{r.package.replace('.', '/')}/translator.py" for r in runtimes)]
+    """The modules mypyc compiles, as paths from here: the conversation core but its
+    structs, and every module of each registered runtime's package (topics.runtimes)
+    but its structs, its re-exports and its file locations."""
+    packages = (HERE / r.package.replace(".", "/") for r in runtimes)
+    return [*_modules(HERE / "adapters" / "core", UNCOMPILED),
+            *(m for package in packages for m in _modules(package, UNCOMPILED_RUNTIME))]
 
 
 def ext_modules() -> list:
