@@ -507,6 +507,12 @@ class _Event(
     itemId: str | UnsetType = UNSET
     requestId: str | UnsetType = UNSET
     parentItemId: str | UnsetType = UNSET
+    #: The subagent the event belongs to, and the agent that started it (README "Agents").
+    #: Absent: the session's root agent, whose id only `session.started` carries. A
+    #: subagent's id shares its hash with the tool item that started it: `agt_<h>` was
+    #: started by `itm_<h>`.
+    agentId: str | UnsetType = UNSET
+    parentAgentId: str | UnsetType = UNSET
     providerRefs: ProviderRefs | UnsetType = UNSET
     synthetic: bool
     raw: RawSource | UnsetType = UNSET

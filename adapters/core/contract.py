@@ -86,6 +86,8 @@ class Held(Stored, frozen=True, kw_only=True):
     turn: str | None = None
     parent: str | None = None
     refs: Any = None  # the delta's providerRefs (topics.canonical.ProviderRefs)
+    agent: str | None = None  # the delta's agentId and parentAgentId
+    parentAgent: str | None = None
 
 
 class Session(Stored, Generic[S], frozen=True, kw_only=True):

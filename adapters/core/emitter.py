@@ -34,6 +34,7 @@ from topics.canonical import (
     RuntimeWarningPayload,
     SessionConfigured,
     SessionExited,
+    SessionStarted,
     ThreadMetadataUpdated,
     TurnCompleted,
     _Event,
@@ -75,7 +76,7 @@ class Emitter:
         "provider", "session_id", "seq", "epoch_ms", "clock_ms", "_created", "_id_prefix",
         "include_raw", "raw_source", "events", "_message", "native_type",
         "streams", "_own_streams", "spool", "cap", "_writes", "_fresh", "_fresh_len", "_undo",
-        "_warned", "_folded", "version", "hold", "held", "_own_held",
+        "_warned", "_folded", "version", "hold", "held", "_own_held", "agent", "parent_agent",
     )
 
     def __init__(self, provider: str, session_id: str, seq: int, clock_ms: int,
@@ -111,6 +112,9 @@ class Emitter:
         self._own_held = False
         self._warned = 0  # unknown-type warnings emitted for this record
         self._folded: dict[str, int] = {}  # and those folded into one, by native type
+        # the subagent the next events belong to (set_agent; UNSET: the root agent)
+        self.agent: str | UnsetType = UNSET
+        self.parent_agent: str | UnsetType = UNSET
 
     def id(self, prefix: str, part: str, part2: str | None = None) -> str:
         """Canonical id for one or two provider id parts, scoped to this session
@@ -118,6 +122,34 @@ class Emitter:
         if part2 is None:
             return _canonical_id((prefix, self.session_id, part))
         return _canonical_id((prefix, self.session_id, part, part2))
+
+    # ---- Agents: who in the session the events are from -------------------------------
+    #
+    # A session has a root agent, and the subagents its tools start (Claude's Task tool,
+    # Codex's collab agents, OpenCode's child sessions). An agent's id is deterministic:
+    # the root's from the session id, a subagent's from the canonical id of the tool
+    # item that started it (the same hash: `agt_<h>` was started by `itm_<h>`), so a
+    # consumer and the OpenTelemetry export nest an agent under that tool call without
+    # state. The adapter says whose message it translates (set_agent); every event
+    # emitted until it says otherwise carries agentId and parentAgentId. The root's
+    # events carry neither (it is in session.started), to keep deltas small.
+
+    def agent_id(self, spawner: str | None) -> str:
+        """The id of the agent started by the canonical tool item `spawner` (None: the
+        session's root agent)."""
+        if spawner is None:
+            return self.id("agt", "")
+        return "agt_" + spawner.split("_", 1)[-1]
+
+    def set_agent(self, spawner: str | None, parent_spawner: str | None = None) -> None:
+        """The events emitted from now on belong to the subagent started by the canonical
+        tool item `spawner`, itself started within the agent of `parent_spawner` (None:
+        the root agent); `spawner` None: to the root agent."""
+        if spawner is None:
+            self.agent = self.parent_agent = UNSET
+        else:
+            self.agent = self.agent_id(spawner)
+            self.parent_agent = self.agent_id(parent_spawner)
 
     def set_clock(self, ms: int) -> None:
         """The time of the message being translated (every event's createdAt)."""
@@ -170,6 +202,9 @@ class Emitter:
               request: str | UnsetType, parent: str | UnsetType,
               refs: ProviderRefs | UnsetType, with_raw: bool) -> None:
         self.seq = seq = self.seq + 1
+        agent = self.agent
+        if cls is SessionStarted and isinstance(agent, UnsetType):
+            agent = self.agent_id(None)
         prefix = self._id_prefix
         if prefix is None:
             prefix = self._id_prefix = _event_prefix(self.provider, self.session_id,
@@ -187,6 +222,8 @@ class Emitter:
                 itemId=item,
                 requestId=request,
                 parentItemId=parent,
+                agentId=agent,
+                parentAgentId=self.parent_agent,
                 providerRefs=refs,
                 synthetic=synthetic,
                 raw=self._raw() if (self.include_raw or with_raw) and self._message else UNSET,
@@ -258,7 +295,10 @@ class Emitter:
                        thread=thread if isinstance(thread, str) else None,
                        turn=turn if isinstance(turn, str) else None,
                        parent=parent if isinstance(parent, str) else None,
-                       refs=None if isinstance(refs, UnsetType) else refs)
+                       refs=None if isinstance(refs, UnsetType) else refs,
+                       agent=self.agent if isinstance(self.agent, str) else None,
+                       parentAgent=(self.parent_agent if isinstance(self.parent_agent, str)
+                                    else None))
         if new is not None or old is not None:
             self._set_held(key, new)
 
@@ -275,15 +315,19 @@ class Emitter:
     def _release(self, item: str | None) -> None:
         """Publish what `item`'s streams held back (every stream's with None)."""
         prefix = None if item is None else item + "\x00"
+        agent, parent_agent = self.agent, self.parent_agent
         for key in [k for k in self.held if prefix is None or k.startswith(prefix)]:
             h = self.held[key]
             self._set_held(key, None)
+            self.agent = h.agent or UNSET  # the agent of the delta it was held from
+            self.parent_agent = h.parentAgent or UNSET
             self._emit(ContentDelta, ContentDeltaPayload(
                 streamKind=h.kind, delta=h.text,  # type: ignore[arg-type]
                 contentIndex=UNSET if h.content is None else h.content,
                 summaryIndex=UNSET if h.summary is None else h.summary),
                 True, h.thread or UNSET, h.turn or UNSET, key.split("\x00", 1)[0] or UNSET,
                 UNSET, h.parent or UNSET, h.refs if h.refs is not None else UNSET, False)
+        self.agent, self.parent_agent = agent, parent_agent
 
     # ---- Streams: the conversation core's text and output ---------------------------
     #
