@@ -357,12 +357,12 @@ def test_a_broker_outage_is_a_few_lines_a_minute_and_ctrl_c_still_stops(tmp_path
     assert during < 40, out.read_text(errors="replace")[-5000:]
 
 
-@pytest.mark.serial
 def test_the_standalone_broker_and_a_worker_are_healthy_fast_and_again_after_a_restart(
         tmp_path):
     """`canonflow broker` then `canonflow run --broker` got a production cluster's settings:
     34 s to healthy, 113 s after a restart. Prints the times (the bound is only a sanity
-    check; the target is under 15 s)."""
+    check; the target is under 15 s, measured alone: with the suite's other processes
+    beside it the times are longer, so it runs in parallel with them, not serially)."""
     import urllib.request
 
     broker = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "broker"], cwd=ROOT,
