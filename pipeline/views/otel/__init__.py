@@ -4,8 +4,17 @@
 file such as `canonflow replay` output) and sends one trace per turn to an OTLP/HTTP
 endpoint (protobuf, POST /v1/traces):
 
-    invoke_agent <provider>        one span per turn (turn.started .. turn.completed)
-      └─ execute_tool <toolName>   one span per tool item (item.started .. item.completed)
+    invoke_agent <provider>            the root agent: one span per turn (turn.started ..
+      │                                turn.completed), gen_ai.agent.id its id
+      ├─ execute_tool <toolName>       one span per tool item (item.started .. completed)
+      └─ execute_tool Task             a tool call that starts a subagent (itm_<h>)
+           └─ invoke_agent <name>      the subagent (agentId agt_<h>), INTERNAL
+                └─ execute_tool ...    its tool calls, its own subagents nested alike
+
+A subagent's span lasts from its first event until the tool call that started it ends
+(and its own turns with it, where its runtime gives it turns: their usage and cost are
+summed on its span); a turn of it that starts after that gets a span of its own, under
+the same tool call, with the same gen_ai.agent.id.
 
 Attributes follow the GenAI conventions (gen_ai.operation.name, gen_ai.provider.name,
 gen_ai.conversation.id = session id, gen_ai.request/response.model, gen_ai.usage.*,
@@ -15,7 +24,7 @@ Approvals (request.opened / request.resolved) and runtime errors become span eve
 Two halves:
 * `SpanBuilder` / `build_spans`: pure. Events in, spans out; no clock, no I/O. Trace and
   span ids are hashes of canonical ids (trace = session + turn, turn span = session +
-  turn, tool span = session + item) and times come from `createdAt`, so the same
+  turn, tool span = session + item, subagent span = session + agent) and times come from `createdAt`, so the same
   events always give byte-identical spans, and a re-export after a crash gives the same
   ids (backends keyed by span id see duplicates, not new spans). An event replayed
   from input without capture times has `createdAt` at the epoch: its record's
@@ -31,8 +40,9 @@ for gen_ai.usage.input_tokens asks; the runtime's own `usage` is never read here
 
 Heavy imports (the OpenTelemetry SDK, aiokafka) happen inside the functions that use them.
 
-Modules: `model` (Span, ids, times, usage, provider name), `builder` (the pure half),
-`wire` (the SDK's spans, encoder and exporter; the endpoint), `command` (the reading
+Modules: `model` (Span, ids, times, usage, provider name), `builder` (the pure half:
+`state` what it keeps, `handlers` what each event does and what ends when, `finish` the
+spans and their attributes), `wire` (the SDK's spans, encoder and exporter; the endpoint), `command` (the reading
 loop and the click command).
 """
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import msgspec
 
+from adapters.core.ids import canonical_id
 from topics.runtimes import RUNTIMES
 from topics.usage import TokenUsage
 
@@ -109,6 +110,31 @@ def turn_span_id(session_id: str, turn_id: str) -> bytes:
 
 def item_span_id(session_id: str, item_id: str) -> bytes:
     return _hash_id(8, "item", session_id, item_id)
+
+
+def agent_span_id(session_id: str, agent_id: str, turn_id: str | None = None) -> bytes:
+    """8-byte span id of a subagent's invoke_agent span (with `turn_id`: of the span of
+    its own turn that started after its first span ended)."""
+    if turn_id is None:
+        return _hash_id(8, "agent", session_id, agent_id)
+    return _hash_id(8, "agent", session_id, agent_id, turn_id)
+
+
+def root_agent_id(session_id: str) -> str:
+    """The id of a session's root agent, as the conversation core derives it (its
+    `session.started` carries it; this is for an export that starts after it)."""
+    return canonical_id("agt", session_id, "")
+
+
+def spawner_of(agent_id: str) -> str:
+    """The canonical tool item that started the subagent `agent_id`: they share a hash
+    (README "Agents": `agt_<h>` was started by `itm_<h>`)."""
+    return "itm_" + agent_id.split("_", 1)[-1]
+
+
+def agent_of(item_id: str) -> str:
+    """The subagent the tool item `item_id` starts, if it starts one."""
+    return "agt_" + item_id.split("_", 1)[-1]
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
