@@ -284,3 +284,35 @@ def test_agent_spans_reach_a_real_otlp_receiver(tmp_path: Path):
     assert (a["gen_ai.agent.id"], a["gen_ai.agent.name"]) == (_agent(TASK), "Explore")
     assert spans["execute_tool Glob"].parent_span_id == agent.span_id
     assert attrs(spans["invoke_agent claude"])["gen_ai.agent.id"] == ROOT
+
+
+def test_a_subagents_approval_is_an_event_on_its_span():
+    s = claude_session()
+    at = next(i for i, e in enumerate(s.events) if e.get("itemId") == GLOB)
+    s.events[at:at] = [
+        Stream().add("request.opened", {"requestType": "permission"}, agent=_agent(TASK),
+                     turnId="trn_1", requestId="req_1").events[0],
+        Stream().add("request.resolved", {"requestType": "permission", "outcome": "accept"},
+                     agent=_agent(TASK), turnId="trn_1", requestId="req_1").events[0]]
+    for n, e in enumerate(s.events, 1):  # renumbered and dated in order
+        e["seq"], e["createdAt"] = n, f"2026-01-01T00:00:{n:02d}.000Z"
+    spans = _by_id(build_spans(s.events))
+    agent = spans[_agent(TASK)]
+    assert [e.name for e in agent.events] == ["request.opened", "request.resolved"]
+    assert dict(agent.events[1].attributes)["canonflow.request.wait_ms"] == 1000
+    assert spans[ROOT].events == ()
+
+
+def test_a_stream_without_agent_ids_nests_a_subagents_calls_under_its_task_call():
+    """Events of a runtime whose adapter does not say the agent yet: as before, a call
+    whose parentItemId is an open Task call of its turn is that call's child."""
+    s = claude_session()
+    for e in s.events:
+        e.pop("agentId", None)
+        e.pop("parentAgentId", None)
+    spans = _by_id(build_spans(s.events))
+    assert not any(x.name.startswith("invoke_agent ") and x.name != "invoke_agent claude"
+                   for x in spans.values())
+    assert spans[GLOB].parent_span_id == spans[TASK].span_id
+    assert spans[BASH].parent_span_id == spans[TASK2].span_id
+    assert spans[TASK2].parent_span_id == spans[TASK].span_id
