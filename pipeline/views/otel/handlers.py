@@ -1,8 +1,8 @@
 """One handler per canonical event type that makes or changes a span, and the rules for
 ending what is open: a tool call ends with its item.completed (or, unfinished, with its
 turn, its agent or its session); a subagent ends when its spawning tool has ended and
-its own turns with it; a root turn ends with its turn.completed and takes every tool
-call and subagent still open in it along.
+its own turns with it; a root turn ends with its turn.completed and takes along every
+tool call of it still open and every subagent of its trace with no turn of its own open.
 
 Nesting (README "OpenTelemetry"): a root turn's invoke_agent span is its trace's root;
 a root tool call's execute_tool span is its child; a subagent's invoke_agent span is the
@@ -120,17 +120,16 @@ def agent_for(s: _Session, sid: str, agent_id: str, event: Mapping[str, Any], no
     if agent is not None:
         agent.last_ns = max(agent.last_ns, now)
         return agent
-    spawner = spawner_of(agent_id)
     if agent_id in s.ended:
         return _again(s, sid, agent_id, event, now)
-    parent_agent = _str(event.get("parentAgentId"))
+    spawner, parent_agent = spawner_of(agent_id), _str(event.get("parentAgentId"))
     tool = s.tools.get(spawner)
     if tool is not None:
         trace = tool.trace_id
     elif spawner in s.ended:
         trace = s.ended[spawner]
-    elif parent_agent in s.agents:
-        trace = s.agents[parent_agent].trace_id  # type: ignore[index]
+    elif parent_agent is not None and parent_agent in s.agents:
+        trace = s.agents[parent_agent].trace_id
     else:  # its spawner was never seen (an export that started after it)
         trace = trace_id_for(sid, _str(event.get("turnId")))
     agent = s.agents[agent_id] = _Agent(agent_id, parent_agent, spawner, trace,
