@@ -14,6 +14,7 @@ from adapters.core.contract import MalformedRecord
 from adapters.core.emitter import UNSET, Emitter
 from adapters.core.emitter import replace as _replace
 from adapters.core.lifecycle import At
+from adapters.opencode.agents import _unlink
 from adapters.opencode.state import Part, Sess, State
 from topics.canonical import (
     ProviderRefs,
@@ -114,6 +115,8 @@ def _set_part(state: State, pid: str, part: Part) -> State:
 def _drop_part(state: State, pid: str) -> State:
     parts = dict(state.parts)
     parts.pop(pid, None)
+    if state.agents:  # a task part's child session is its subagent no more
+        state = _unlink(state, (pid,))
     return _replace(state, parts=parts, closed=_close_ids(state, pid))
 
 

@@ -11,6 +11,7 @@ from adapters.core.contract import MalformedRecord
 from adapters.core.emitter import UNSET, Emitter
 from adapters.core.emitter import replace as _replace
 from adapters.core.shape import native_list
+from adapters.opencode.agents import _link_child, _unlink
 from adapters.opencode.common import (
     _digest,
     _ensure_thread,
@@ -64,12 +65,14 @@ def _session_metadata(info: dict[str, Any]) -> dict[str, Any]:
 
 def _on_session_created(state: State, props: dict[str, Any], out: Emitter) -> State:
     sid, info = _session_info(props, "session.created")
+    state = _link_child(state, out, sid, info.get("parentID"))  # a task's child session
     state = _ensure_thread(state, out, sid, native=True)
     return _title(state, out, sid, info, force=True)
 
 
 def _on_session_updated(state: State, props: dict[str, Any], out: Emitter) -> State:
     sid, info = _session_info(props, "session.updated")
+    state = _link_child(state, out, sid, info.get("parentID"))
     state = _ensure_thread(state, out, sid)
     return _title(state, out, sid, info, force=False)
 
@@ -108,6 +111,8 @@ def _on_session_deleted(state: State, props: dict[str, Any], out: Emitter) -> St
             parts[pid] = p
         else:
             out.drop_item(out.id("itm", pid))  # never started: no completion drops them
+    if state.agents:  # the session as a subagent, and the subagents its parts started
+        state = _unlink(state, {pid for pid in state.parts if pid not in parts}, sid)
     return _replace(state, sessions=sessions, parts=parts)
 
 

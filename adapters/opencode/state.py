@@ -67,6 +67,14 @@ class Request(Stored, frozen=True, kw_only=True):
     call: str = ""  # tool callID it gates
 
 
+class Agent(Stored, frozen=True, kw_only=True):
+    """The subagent an OpenCode child session is: the task tool part that started it."""
+
+    part: str  # the task tool part's id (the entry goes when that part completes)
+    spawner: str  # the canonical id of that part's tool item
+    parent: str = ""  # the spawner of the agent that ran the task tool ("": the root)
+
+
 class State(Stored, frozen=True, kw_only=True):
     started: bool = False  # session.started emitted
     sessions: dict[str, Sess] = {}
@@ -77,3 +85,6 @@ class State(Stored, frozen=True, kw_only=True):
     parts: dict[str, Part] = {}
     requests: dict[str, Request] = {}
     closed: tuple[str, ...] = ()
+    # child session id -> the subagent it is (agents.py): one entry per running task tool
+    # part that named its child session, dropped when that part completes
+    agents: dict[str, Agent] = {}

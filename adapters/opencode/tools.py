@@ -14,6 +14,7 @@ from adapters.core.emitter import UNSET, Emitter
 from adapters.core.emitter import replace as _replace
 from adapters.core.lifecycle import complete_item, delta, start_item
 from adapters.core.tools import item_type_for_tool, normalize_tool_name, tool_fields
+from adapters.opencode.agents import _link
 from adapters.opencode.common import (
     _at,
     _dict,
@@ -125,6 +126,10 @@ def _on_tool_part(state: State, out: Emitter, sid: str, mid: str, pid: str,
                                                 input=UNSET),
                      thread=_thread(out, sid), turn=_turn(state, out, sid),
                      item=out.id("itm", pid), refs=_prefs(pid, current))
+        if current.tool == "task":  # the child session the subagent runs in (agents.py)
+            child = _str(_dict(tstate, "metadata"), "sessionId")
+            if child:
+                state = _link(state, out, child, pid, sid)
         return _stream_output(state, out, pid, current, tstate)
     if status in ("completed", "error"):
         if not current.started:
