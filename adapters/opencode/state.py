@@ -6,6 +6,7 @@ the class keywords (frozen, kw_only) these msgspec structs are declared with."""
 from __future__ import annotations
 
 from adapters.core.contract import Stored
+from topics.usage import TokenUsage
 
 
 class Part(Stored, frozen=True, kw_only=True):
@@ -58,6 +59,8 @@ class Sess(Stored, frozen=True, kw_only=True):
     # it went idle while waiting to retry: the turn was cut short, and 1.1.x reports why
     # only after the idle, so the turn stays open for that report
     held: bool = False
+    # the thread's running total (topics.usage), the turns that ended so far included
+    total: TokenUsage | None = None
 
 
 class Request(Stored, frozen=True, kw_only=True):

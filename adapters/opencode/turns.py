@@ -29,7 +29,7 @@ from adapters.opencode.state import Part, State
 from adapters.opencode.streams import _add, _read, _unsent
 from adapters.opencode.text import _advance, _start_text, _user_text
 from adapters.opencode.tools import _close_tool, _start_tool
-from adapters.opencode.usage import opencode_tokens
+from adapters.opencode.usage import _thread_total, _turn_usage
 from topics.canonical import (
     ProviderRefs,
     RuntimeErrorEvent,
@@ -57,23 +57,17 @@ def _end_turn(state: State, out: Emitter, sid: str, end: str, *, synthetic: bool
             state = _resolve(state, out, rid, req, "cancelled", None, synthetic=True)
     u = sess.usage
     usage: Any = UNSET
-    cost: float | UnsetType = UNSET
     turn_tokens: TokenUsage | UnsetType = UNSET
     turn_cost: Cost | UnsetType = UNSET
     if u is not None:
-        usage = {"input": u.input, "output": u.output, "reasoning": u.reasoning,
-                 "cacheRead": u.cacheRead, "cacheWrite": u.cacheWrite}
-        cost = u.cost
-        turn_tokens = opencode_tokens({"input": u.input, "output": u.output,
-                                       "reasoning": u.reasoning,
-                                       "cache": {"read": u.cacheRead, "write": u.cacheWrite}})
-        if u.cost > 0:  # OpenCode writes 0 for a model it has no price for: not a price
-            turn_cost = Cost(source="provider", usd=u.cost, priceSource="step-finish.cost")
+        usage, turn_tokens, turn_cost = _turn_usage(u)
+        sess = _thread_total(state, out, sid, sess, u, turn_tokens)
     end_turn(out, At(_thread(out, sid), _turn(state, out, sid), refs=_srefs(sid)),
              TurnCompletedPayload(state=end,  # type: ignore[arg-type]
                                   stopReason=sess.finish or UNSET, usage=usage,
-                                  totalCostUsd=cost, errorMessage=error, tokens=turn_tokens,
-                                  cost=turn_cost), synthetic)
+                                  totalCostUsd=u.cost if u is not None else UNSET,
+                                  errorMessage=error, tokens=turn_tokens, cost=turn_cost),
+             synthetic)
     state = _set_sess(state, sid, _replace(sess, turnOpen=False, finish="", retry=0, usage=None,
                                            ending="", error="", waiting=False, held=False))
     # roles are only needed while a turn's parts stream
