@@ -9,7 +9,7 @@ from typing import Any
 from adapters.core.contract import MalformedRecord
 from adapters.core.emitter import UNSET, Emitter
 from adapters.core.emitter import replace as _replace
-from adapters.core.lifecycle import complete_item, start_item
+from adapters.core.lifecycle import At, complete_item, start_item
 from adapters.core.spool import Whole, whole_fields
 from adapters.opencode.common import (
     _at,
@@ -138,23 +138,7 @@ def _advance(state: State, out: Emitter, pid: str, part: Part, *, snapshot: str 
     unsent, part = _unsent(out, pid, part)
     rebase: str | None = None  # the snapshot the emitted text is re-based on (diverged)
     if snapshot is not None:
-        if _extends(out, item, "text", part.said, snapshot):
-            tail = snapshot[sent:]
-            # a shorter, stale snapshot (the text so far begins with it) adds nothing but
-            # flushes what was held back; a closing one is the part's final text
-            new = unsent if (not final and unsent.startswith(tail)
-                             and not tail.startswith(unsent)) else tail
-        else:
-            emitted = _read(out, item, "text", part.said, take=False).text
-            if emitted.startswith(snapshot):  # stale or trimmed below what was emitted
-                new = "" if final else unsent
-            else:
-                # diverged: emitted text cannot be retracted; re-base on the snapshot and
-                # emit its tail from the first differing character, so no new text is
-                # lost (past the spool's cap only the head of the emitted text is known:
-                # what followed it may be emitted again)
-                new = snapshot[len(_common_prefix(emitted, snapshot)):]
-                rebase = snapshot
+        new, rebase = _from_snapshot(out, item, part, sent, unsent, snapshot, final)
     elif final or forced:
         new = unsent + delta
     else:
@@ -175,7 +159,35 @@ def _advance(state: State, out: Emitter, pid: str, part: Part, *, snapshot: str 
         else:
             said = _add(out, item, "text", part.said, new)
         return _set_part(state, pid, _replace(part, said=said))
-    # the item's text is OpenCode's closing snapshot, or else all the part said
+    _complete_text(out, at, item, part, snapshot, new, forced)
+    return _drop_part(state, pid)
+
+
+def _from_snapshot(out: Emitter, item: str, part: Part, sent: int, unsent: str,
+                   snapshot: str, final: bool) -> tuple[str, str | None]:
+    """What a snapshot adds to a part that emitted `sent` characters and holds `unsent`
+    back, and the snapshot to re-base the emitted text on when it diverged (else None)."""
+    if _extends(out, item, "text", part.said, snapshot):
+        tail = snapshot[sent:]
+        # a shorter, stale snapshot (the text so far begins with it) adds nothing but
+        # flushes what was held back; a closing one is the part's final text
+        if not final and unsent.startswith(tail) and not tail.startswith(unsent):
+            return unsent, None
+        return tail, None
+    emitted = _read(out, item, "text", part.said, take=False).text
+    if emitted.startswith(snapshot):  # stale or trimmed below what was emitted
+        return ("" if final else unsent), None
+    # diverged: emitted text cannot be retracted; re-base on the snapshot and emit its
+    # tail from the first differing character, so no new text is lost (past the spool's
+    # cap only the head of the emitted text is known: what followed it may be emitted
+    # again)
+    return snapshot[len(_common_prefix(emitted, snapshot)):], snapshot
+
+
+def _complete_text(out: Emitter, at: At, item: str, part: Part, snapshot: str | None,
+                   new: str, forced: bool) -> None:
+    """item.completed of a text/reasoning part: its text is OpenCode's closing snapshot,
+    or else all the part said (`new` its last words, just emitted)."""
     if snapshot is not None:
         fields: dict[str, Any] = {"text": snapshot}
     else:
@@ -186,7 +198,6 @@ def _advance(state: State, out: Emitter, pid: str, part: Part, *, snapshot: str 
     complete_item(out, at, ItemPayload(
         itemType=item_type, status="completed",  # type: ignore[arg-type]
         role="assistant" if item_type == "assistant_message" else UNSET, **fields), forced)
-    return _drop_part(state, pid)
 
 
 def _user_text(state: State, out: Emitter, pid: str, part: Part, text: str,
