@@ -217,3 +217,20 @@ def test_no_agent_fields_without_subagents():
                                        _status(ROOT, "idle")])
     events = events_of(run_whole("opencode", lines))
     assert [e for e in events if "agentId" in e] == events[:1]
+
+
+def test_a_deleted_session_takes_its_subagents_with_it():
+    t = get("opencode")
+    start = [_ev("server.connected"), _session(ROOT), *_prompt(ROOT, "msg_u1", "explore"),
+             _message(ROOT, "msg_a1", "assistant"),
+             _task(ROOT, "msg_a1", "prt_t1", "running", child=CHILD)]
+    for gone in (CHILD, ROOT):  # the child itself, or the session whose task runs it
+        lines = capture_lines([*start, _session(gone, kind="session.deleted")])
+        session, spool = new_session(t), MemorySpool()
+        for n, line in enumerate(lines, 1):
+            session, _events, failures = translate_record(t, session, "s1", [line], offset=n,
+                                                          spool=spool)
+            assert not failures
+            if n == len(start):
+                assert set(session.state.agents) == {CHILD}
+        assert session.state.agents == {}
