@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from adapters.core.contract import Stored
+from topics.usage import TokenUsage
 
 
 class Tool(Stored, frozen=True, kw_only=True):
@@ -38,3 +39,5 @@ class State(Stored, frozen=True, kw_only=True):
     reply: Reply | None = None
     tools: dict[str, Tool] = {}
     errorLine: str | None = None  # the first severity-error line of this turn
+    # the thread's running token total (topics.usage): its runs' results so far
+    total: TokenUsage | None = None

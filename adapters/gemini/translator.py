@@ -84,7 +84,7 @@ from topics.canonical import (
     TurnStarted,
     TurnStartedPayload,
 )
-from topics.usage import TokenUsage, tokens
+from topics.usage import TokenUsage, add, tokens
 
 provider = "gemini"
 raw_source = "gemini.stream-json"
@@ -159,7 +159,8 @@ def _on_init(state: State, obj: dict[str, Any], out: Emitter) -> State:
     if state.turnOpen:  # a new run while the last one never sent its result
         state = _end_turn(state, out, TurnCompletedPayload(state="interrupted"), synthetic=True)
     new_thread = sid is not None and sid != state.session
-    state = _replace(state, session=sid or state.session)
+    state = _replace(state, session=sid or state.session,
+                     total=None if new_thread else state.total)  # a thread's own total
     c = _Ctx(state, out)
     if not state.started:
         out.emit(SessionStarted, SessionStartedPayload(), synthetic=True, thread=c.thread,
@@ -192,17 +193,21 @@ def _on_result(state: State, obj: dict[str, Any], out: Emitter) -> State:
     state = _close_reply(_ensure_turn(state, out), out)
     stats = obj.get("stats")
     c = _Ctx(state, out)
-    if isinstance(stats, dict):
-        out.emit(ThreadTokenUsageUpdated, ThreadTokenUsageUpdatedPayload(usage=stats),
-                 thread=c.thread, turn=c.turn, refs=c.refs)
     usage: dict[str, Any] = {}
     if isinstance(stats, dict):
+        turn = gemini_tokens(stats) or tokens()  # a dict: never None
+        # the run is the turn: the thread's total so far goes with the run's stats
+        total = turn if state.total is None else add(state.total, turn)
+        out.emit(ThreadTokenUsageUpdated, ThreadTokenUsageUpdatedPayload(usage=stats,
+                                                                         tokens=total),
+                 thread=c.thread, turn=c.turn, refs=c.refs)
+        state = _replace(state, total=total)
         usage["usage"] = stats
         if isinstance(stats.get("models"), dict):
             usage["modelUsage"] = stats["models"]
         if isinstance(stats.get("duration_ms"), int):
             usage["durationMs"] = stats["duration_ms"]
-        usage["tokens"] = gemini_tokens(stats)
+        usage["tokens"] = turn
     if obj.get("status") != "error":
         return _end_turn(state, out, TurnCompletedPayload(state="completed", **usage))
     error = obj.get("error")

@@ -6,6 +6,7 @@ the class keywords (frozen, kw_only) these msgspec structs are declared with."""
 from __future__ import annotations
 
 from adapters.core.contract import Stored
+from topics.usage import TokenUsage
 
 
 class Part(Stored, frozen=True, kw_only=True):
@@ -58,6 +59,8 @@ class Sess(Stored, frozen=True, kw_only=True):
     # it went idle while waiting to retry: the turn was cut short, and 1.1.x reports why
     # only after the idle, so the turn stays open for that report
     held: bool = False
+    # the thread's running total (topics.usage), the turns that ended so far included
+    total: TokenUsage | None = None
 
 
 class Request(Stored, frozen=True, kw_only=True):
@@ -65,6 +68,14 @@ class Request(Stored, frozen=True, kw_only=True):
     kind: str  # "permission" | "question"
     requestType: str
     call: str = ""  # tool callID it gates
+
+
+class Agent(Stored, frozen=True, kw_only=True):
+    """The subagent an OpenCode child session is: the task tool part that started it."""
+
+    part: str  # the task tool part's id (the entry goes when that part completes)
+    spawner: str  # the canonical id of that part's tool item
+    parent: str = ""  # the spawner of the agent that ran the task tool ("": the root)
 
 
 class State(Stored, frozen=True, kw_only=True):
@@ -77,3 +88,6 @@ class State(Stored, frozen=True, kw_only=True):
     parts: dict[str, Part] = {}
     requests: dict[str, Request] = {}
     closed: tuple[str, ...] = ()
+    # child session id -> the subagent it is (agents.py): one entry per running task tool
+    # part that named its child session, dropped when that part completes
+    agents: dict[str, Agent] = {}

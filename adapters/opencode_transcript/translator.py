@@ -48,6 +48,9 @@ from adapters.core.contract import MalformedRecord, Message
 from adapters.core.emitter import Emitter
 from adapters.core.emitter import replace as _replace
 from adapters.opencode import translator as bus
+from adapters.opencode.tools import _refused
+from adapters.opencode.turns import _end_turn, _on_session_error
+from adapters.opencode.turns import _idle as _bus_idle
 from adapters.opencode_transcript.state import State
 
 provider = "opencode-transcript"
@@ -138,7 +141,7 @@ def _time(kind: str, data: dict[str, Any]) -> int | None:
 def _idle(state: State, sid: str, out: Emitter) -> State:
     """What the bus translator does when the session goes idle (which the database does
     not keep): the open turn ends, as an error said or completed."""
-    return _replace(state, live=bus._idle(state.live, out, sid))
+    return _replace(state, live=_bus_idle(state.live, out, sid))
 
 
 def _before_message(state: State, data: dict[str, Any], out: Emitter) -> State:
@@ -175,13 +178,13 @@ def _after_message(state: State, data: dict[str, Any], out: Emitter) -> State:
     error, finish = info.get("error"), info.get("finish")
     if isinstance(error, dict):
         # what session.error says on the bus: runtime.error, and how the turn ends
-        live = bus._on_session_error(state.live, {"sessionID": sid, "error": error}, out)
+        live = _on_session_error(state.live, {"sessionID": sid, "error": error}, out)
         return _idle(_replace(state, live=live), sid, out)
     if isinstance(finish, str) and finish:
         if finish not in ("tool-calls", "unknown") or mid in state.refused:
             return _idle(state, sid, out)
         return state  # the model is called again: the next message goes on with the turn
-    return _replace(state, live=bus._end_turn(state.live, out, sid, "interrupted"))
+    return _replace(state, live=_end_turn(state.live, out, sid, "interrupted"))
 
 
 def _after_part(state: State, data: dict[str, Any]) -> State:
@@ -190,7 +193,7 @@ def _after_part(state: State, data: dict[str, Any]) -> State:
     if not isinstance(part, dict) or part.get("type") != "tool":
         return state
     tstate, mid = part.get("state"), part.get("messageID")
-    if isinstance(tstate, dict) and tstate.get("status") == "error" and bus._refused(tstate) \
+    if isinstance(tstate, dict) and tstate.get("status") == "error" and _refused(tstate) \
             and isinstance(mid, str) and mid not in state.refused:
         return _replace(state, refused=(*state.refused, mid)[-_RING:])
     return state

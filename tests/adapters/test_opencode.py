@@ -21,6 +21,8 @@ from adapters import (
     translate_record,
 )
 from adapters.opencode import translator as opencode
+from adapters.opencode.common import _RING
+from adapters.opencode.messages import _IGNORED_PARTS, _PART_HANDLERS
 from tests.adapters.harness import (
     SHARED,
     Stored,
@@ -200,7 +202,7 @@ def test_state_is_left_empty_after_a_conversation():
                                                      offset=n)
     state = session.state
     assert not state.parts and not state.requests
-    assert len(state.closed) <= opencode._RING
+    assert len(state.closed) <= _RING
     assert len(msgspec.msgpack.encode(state)) < 4096
 
 
@@ -484,8 +486,8 @@ def test_every_openapi_event_type_is_mapped_or_ignored():
 def test_ignored_types_are_not_also_mapped_and_each_has_a_reason():
     assert not set(opencode._HANDLERS) & opencode.IGNORED
     assert all(reason.strip() for reason in opencode.IGNORED_REASONS.values())
-    assert all(reason.strip() for reason in opencode._IGNORED_PARTS.values())
-    assert not set(opencode._PART_HANDLERS) & set(opencode._IGNORED_PARTS)
+    assert all(reason.strip() for reason in _IGNORED_PARTS.values())
+    assert not set(_PART_HANDLERS) & set(_IGNORED_PARTS)
 
 
 def test_each_known_event_type_alone_gives_no_warning():
