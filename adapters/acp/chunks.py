@@ -4,7 +4,8 @@ Text has no item ids: one assistant_message (reasoning, user_message) item per
 contiguous run of `agent_message_chunk` (thought, user) chunks with the same
 `messageId` ("a change in messageId indicates a new message": absent -> present too, so
 claude-agent-acp's notes without one, "Compacting...", a permission-mode warning, are
-not merged into the answer after them; agents that send none get one item per run), numbered by a
+not merged into the answer after them; agents that send none get one item per run) and
+from the same agent (a subagent's chunks are its own messages), numbered by a
 session-wide ordinal; a chunk of another kind, a tool start, the end of the turn or the
 end of a `session/load` replay closes it with its whole text. Chunks are native deltas,
 forwarded 1:1; empty chunks are skipped.
@@ -20,7 +21,7 @@ from typing import Any
 
 from msgspec import UnsetType
 
-from adapters.acp.envelope import Ctx, as_object, as_str
+from adapters.acp.envelope import Ctx, as_object, as_str, native_agent
 from adapters.acp.state import State, Stream
 from adapters.core.contract import MalformedRecord
 from adapters.core.emitter import UNSET, Emitter
@@ -49,9 +50,10 @@ def _stream_refs(c: Ctx, stream: Stream) -> ProviderRefs | UnsetType:
     return c.refs(providerItemId=stream.messageId or UNSET)
 
 
-def _open_stream(state: State, out: Emitter, kind: str, message_id: str | None) -> State:
-    stream = Stream(kind=kind, n=state.items + 1, messageId=message_id)
-    c = Ctx(state, out)
+def _open_stream(state: State, out: Emitter, kind: str, message_id: str | None,
+                 agent: str | None) -> State:
+    stream = Stream(kind=kind, n=state.items + 1, messageId=message_id, agent=agent)
+    c = Ctx(state, out, agent=agent)
     # its stream opened (spooled): an item without text completes with ""
     start_item(out, c.at(out.id("itm", "msg", str(stream.n)), _stream_refs(c, stream)),
                ItemPayload(itemType=_ITEM_OF[kind], status="inProgress",  # type: ignore[arg-type]
@@ -65,7 +67,7 @@ def close_stream(state: State, out: Emitter) -> State:
     stream = state.stream
     if stream is None:
         return state
-    c = Ctx(state, out)
+    c = Ctx(state, out, agent=stream.agent)
     at = c.at(out.id("itm", "msg", str(stream.n)), _stream_refs(c, stream))
     complete_item(out, at, ItemPayload(
         itemType=_ITEM_OF[stream.kind], status="completed",  # type: ignore[arg-type]
@@ -84,14 +86,16 @@ def on_chunk(state: State, upd: dict[str, Any], sid: str | None, out: Emitter) -
     if text == "":
         return state  # claude-code-acp opens every block with an empty chunk
     message_id = as_str(upd.get("messageId"))
+    agent = native_agent(upd)
     cur = state.stream
     # "A change in messageId indicates a new message" (ContentChunk): from an id to none
-    # too (claude-agent-acp's notes between answers carry none); never ids: one run
-    if cur is None or cur.kind != kind or message_id != cur.messageId:
-        state = _open_stream(close_stream(state, out), out, kind, message_id)
+    # too (claude-agent-acp's notes between answers carry none); never ids: one run. A
+    # subagent's chunks are its own messages.
+    if cur is None or cur.kind != kind or message_id != cur.messageId or agent != cur.agent:
+        state = _open_stream(close_stream(state, out), out, kind, message_id, agent)
     stream = state.stream
     assert stream is not None
-    c = Ctx(state, out, sid)
+    c = Ctx(state, out, sid, agent)
     at = c.at(out.id("itm", "msg", str(stream.n)), _stream_refs(c, stream))
     if text is None:  # an image, audio or resource block: carried as item detail
         at.emit(out, ItemUpdated, ItemPayload(itemType=_ITEM_OF[kind], status="inProgress",  # type: ignore[arg-type]

@@ -52,7 +52,7 @@ def _client_op(state: State, obj: dict[str, Any], key: str, out: Emitter, relate
     method, rid = obj["method"], str(obj["id"])
     if related is not None:
         tool = state.tools[related]
-        c = Ctx(state, out)
+        c = Ctx(state, out, agent=tool.agent)
         payload = tool_payload(related, tool, STATUS.get(tool.status, "inProgress"), False,
                                Content(out, related))
         out.emit(ItemUpdated, _replace(payload, data={**(payload.data or {}), "clientRequest": detail}),  # type: ignore[dict-item]
@@ -111,7 +111,6 @@ def on_client_method_answered(state: State, obj: dict[str, Any], pending: Pendin
     if tool_key is None or tool is None:
         return state  # extension or unknown method, or a terminal whose tool call is over
     rid = str(obj["id"])
-    c = Ctx(state, out)
     if "error" in obj:
         message = error_message(as_object(obj["error"], "error"))
         if pending.own:
@@ -119,6 +118,7 @@ def on_client_method_answered(state: State, obj: dict[str, Any], pending: Pendin
             return complete_tool(state, out, tool_key, tool, "failed", rid=rid)
         payload = tool_payload(tool_key, tool, STATUS.get(tool.status, "inProgress"), False,
                                Content(out, tool_key))
+        c = Ctx(state, out, agent=tool.agent)
         out.emit(ItemUpdated, _replace(payload, data={
             **(payload.data or {}), "clientError": {"method": pending.method, "message": message}}),  # type: ignore[dict-item]
             thread=c.thread, turn=c.turn, item=out.id("itm", tool_key),

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from adapters.acp.chunks import close_stream
-from adapters.acp.envelope import Ctx, as_str, error_message, runtime_error
+from adapters.acp.envelope import Ctx, as_str, error_message, native_agent, runtime_error
 from adapters.acp.state import Pending, State
 from adapters.acp.tool_calls import complete_tool
 from adapters.acp.usage import acp_tokens
@@ -128,7 +128,7 @@ def on_plan(state: State, upd: dict[str, Any], sid: str | None, out: Emitter) ->
     steps = [PlanStep(step=str(e.get("content", "")),
                       status=_PLAN_STATUS.get(e.get("status"), "pending"))  # type: ignore[arg-type]
              for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
-    c = Ctx(state, out, sid)
+    c = Ctx(state, out, sid, native_agent(upd))
     out.emit(TurnPlanUpdated, TurnPlanUpdatedPayload(plan=steps), thread=c.thread, turn=c.turn,
              refs=c.refs())
     return state

@@ -60,7 +60,7 @@ def on_request_permission(state: State, obj: dict[str, Any], params: dict[str, A
                         "file_change": "file_change_approval"}.get(item_type, "unknown")
     options = [o for o in native_list(params.get("options"), "request_permission options")
                if isinstance(o, dict)]
-    c = Ctx(state, out, as_str(params.get("sessionId")))
+    c = Ctx(state, out, as_str(params.get("sessionId")), tool.agent)
     out.emit(RequestOpened,
              RequestOpenedPayload(requestType=request_type, detail=tool.title or UNSET,  # type: ignore[arg-type]
                                   toolName=name, options=options,
@@ -101,7 +101,7 @@ def on_permission_answered(state: State, obj: dict[str, Any], key: str, pending:
     tool = state.tools.get(tcid)
     if tool is not None and decision.startswith("reject"):
         state = _replace(state, tools={**state.tools, tcid: _replace(tool, declined=True)})
-    c = Ctx(state, out, pending.session)
+    c = Ctx(state, out, pending.session, tool.agent if tool is not None else None)
     out.emit(RequestResolved,
              RequestResolvedPayload(requestType=pending.requestType or "unknown",  # type: ignore[arg-type]
                                     decision=decision, resolution=resolution,
@@ -132,6 +132,3 @@ def on_elicitation_answered(state: State, obj: dict[str, Any], key: str, pending
              turn=c.turn, request=out.id("req", "agent", key),
              refs=c.refs(providerRequestId=str(obj["id"])))
     return state
-
-
-# Client-side methods: fs/* and terminal/* serve a tool call, or are tool calls themselves.

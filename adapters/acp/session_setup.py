@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from adapters.acp.envelope import Ctx, as_object, as_str, update_fields
+from adapters.acp.envelope import Ctx, as_object, as_str, native_agent, update_fields
 from adapters.acp.prompt_turn import close_open_items
 from adapters.acp.state import Pending, State
 from adapters.core.contract import MalformedRecord
@@ -121,7 +121,7 @@ def on_closed(state: State, result: dict[str, Any], pending: Pending, out: Emitt
 
 def on_configuration(state: State, upd: dict[str, Any], sid: str | None, out: Emitter) -> State:
     """available_commands_update, current_mode_update, config_option_update."""
-    c = Ctx(state, out, sid)
+    c = Ctx(state, out, sid, native_agent(upd))
     out.emit(SessionConfigured, SessionConfiguredPayload(config=update_fields(upd)),
              thread=c.thread, turn=c.turn, refs=c.refs())
     return state
@@ -133,7 +133,7 @@ def on_session_info(state: State, upd: dict[str, Any], sid: str | None, out: Emi
     if isinstance(title, str):
         del fields["title"]
     # (a null title clears it: kept in the metadata, as the name cannot say so)
-    c = Ctx(state, out, sid)
+    c = Ctx(state, out, sid, native_agent(upd))
     out.emit(ThreadMetadataUpdated,
              ThreadMetadataUpdatedPayload(name=title if isinstance(title, str) else UNSET,
                                           metadata=fields or UNSET),

@@ -51,6 +51,9 @@ class Tool(Stored, frozen=True, kw_only=True):
     paths: list[str] = []
     exitCode: int | None = None
     declined: bool = False
+    # the tool call that started the subagent running this one (None: the root agent);
+    # last, as a field added to a stored array must be
+    agent: str | None = None
 
 
 class Stream(Stored, frozen=True, kw_only=True):
@@ -60,6 +63,7 @@ class Stream(Stored, frozen=True, kw_only=True):
     kind: str  # "assistant" | "reasoning" | "user"
     n: int  # session-wide item ordinal (names the item)
     messageId: str | None = None
+    agent: str | None = None  # the subagent's (Tool.agent) whose message it is
 
 
 class State(Stored, frozen=True, kw_only=True):

@@ -203,7 +203,7 @@ def start_tool(state: State, out: Emitter, key: str, tool: Tool, synthetic: bool
                rid: str | None = None) -> State:
     """Open the item of a tool whose content is already in its streams (save)."""
     state = close_stream(state, out)  # a tool call ends the text run before it
-    c = Ctx(state, out)
+    c = Ctx(state, out, agent=tool.agent)
     content = Content(out, key)
     start_item(out, c.at(content.item, tool_refs(c, key, tool, rid)),
                tool_payload(key, tool, "inProgress", False, content), synthetic)
@@ -213,7 +213,7 @@ def start_tool(state: State, out: Emitter, key: str, tool: Tool, synthetic: bool
 def complete_tool(state: State, out: Emitter, key: str, tool: Tool, status: str,
                   synthetic: bool = False, detail: str | None = None,
                   rid: str | None = None, output: dict[str, Any] | None = None) -> State:
-    c = Ctx(state, out)
+    c = Ctx(state, out, agent=tool.agent)
     content = Content(out, key)
     # read: its streams close (their chunks dropped)
     complete_item(out, c.at(content.item, tool_refs(c, key, tool, rid)),
@@ -244,7 +244,7 @@ def _announce(state: State, fields: dict[str, Any], out: Emitter, initial: bool)
         if tool.status not in ("completed", "failed"):
             return state
     elif tool.status not in ("completed", "failed"):
-        c = Ctx(state, out)
+        c = Ctx(state, out, agent=tool.agent)
         content = Content(out, key)
         out.emit(ItemUpdated,
                  tool_payload(key, tool, STATUS.get(tool.status, "inProgress"), False, content),

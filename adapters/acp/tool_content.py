@@ -35,7 +35,7 @@ from typing import Any
 
 import msgspec
 
-from adapters.acp.envelope import as_str
+from adapters.acp.envelope import as_str, native_agent
 from adapters.acp.state import Diff, Tool
 from adapters.core.diff import text_diff
 from adapters.core.emitter import Emitter
@@ -140,6 +140,9 @@ def merge(tool: Tool, fields: dict[str, Any], text_as: str | None = "text"
     name = as_str(fields.get("name")) or (as_str(claude.get("toolName")) if isinstance(claude, dict) else None)
     if name:
         changes["name"] = name
+    agent = native_agent(fields)  # a subagent's call (later updates may not say it)
+    if agent is not None:
+        changes["agent"] = agent
     for k in ("kind", "title", "status"):
         if isinstance(fields.get(k), str):
             changes[k] = fields[k]

@@ -26,7 +26,7 @@ goes to. The handlers live by what the protocol talks about:
 
 | module | what |
 | --- | --- |
-| `envelope` | where a message's events go (thread, turn), JSON-RPC ids and errors |
+| `envelope` | where a message's events go (thread, turn, agent), JSON-RPC ids and errors |
 | `session_setup` | initialize, authenticate, session/new, load, modes, close, session metadata |
 | `prompt_turn` | session/prompt: the turn, its user message, its end, its plan |
 | `usage` | the prompt result's `usage`, `usage_update` |
@@ -60,7 +60,7 @@ from adapters.acp.client_methods import (
     on_terminal_call,
     on_terminal_create,
 )
-from adapters.acp.envelope import Ctx, as_object, as_str, id_key, runtime_error
+from adapters.acp.envelope import Ctx, as_object, as_str, id_key, native_agent, runtime_error
 from adapters.acp.prompt_turn import on_plan, on_prompt, on_prompt_failed, on_prompt_result
 from adapters.acp.requests import (
     on_elicitation,
@@ -117,6 +117,7 @@ def initial() -> State:
 def translate(state: State, msg: Message, out: Emitter) -> State:
     """Apply one JSON-RPC message (either direction). Raises MalformedRecord when it is
     not a JSON-RPC request, notification or response of the expected shape."""
+    out.set_agent(None)  # the root's, unless a handler says whose (envelope.Ctx)
     obj = msg.obj
     method = obj.get("method")
     if method is None:
@@ -207,7 +208,7 @@ def _on_session_update(state: State, obj: dict[str, Any], params: dict[str, Any]
     sid = as_str(params.get("sessionId"))
     handler = _UPDATES.get(kind)
     if handler is None:
-        c = Ctx(state, out, sid)
+        c = Ctx(state, out, sid, native_agent(upd))
         out.unknown(kind, thread=c.thread, turn=c.turn)
         return state
     return handler(state, upd, sid, out)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from adapters.acp.envelope import Ctx, update_fields
+from adapters.acp.envelope import Ctx, native_agent, update_fields
 from adapters.acp.state import State
 from adapters.core.emitter import Emitter
 from adapters.core.shape import native_count
@@ -47,7 +47,7 @@ def acp_tokens(result: dict[str, Any]) -> TokenUsage | None:
 
 
 def on_usage(state: State, upd: dict[str, Any], sid: str | None, out: Emitter) -> State:
-    c = Ctx(state, out, sid)
+    c = Ctx(state, out, sid, native_agent(upd))
     out.emit(ThreadTokenUsageUpdated, ThreadTokenUsageUpdatedPayload(usage=update_fields(upd)),
              thread=c.thread, turn=c.turn, refs=c.refs())
     return state
