@@ -19,15 +19,13 @@ from adapters.acp.chunks import close_stream
 from adapters.acp.envelope import Ctx, as_str, error_message, native_agent, runtime_error
 from adapters.acp.state import Pending, State
 from adapters.acp.tool_calls import complete_tool
-from adapters.acp.usage import acp_tokens
+from adapters.acp.usage import on_turn_usage
 from adapters.core.emitter import UNSET, Emitter
 from adapters.core.emitter import replace as _replace
 from adapters.core.lifecycle import complete_item, end_turn, start_item
 from topics.canonical import (
     ItemPayload,
     PlanStep,
-    ThreadTokenUsageUpdated,
-    ThreadTokenUsageUpdatedPayload,
     TurnCompletedPayload,
     TurnPlanUpdated,
     TurnPlanUpdatedPayload,
@@ -71,18 +69,11 @@ def on_prompt_result(state: State, result: dict[str, Any], pending: Pending,
         return state  # a superseded prompt: its turn was already closed as cancelled
     state = close_stream(state, out)
     stop = as_str(result.get("stopReason"))
-    usage = result.get("usage")
-    if usage is None:  # gemini reports token counts in `_meta.quota`
-        meta = result.get("_meta")
-        usage = meta.get("quota") if isinstance(meta, dict) else None
-    if usage is not None:
-        c = Ctx(state, out, pending.session)
-        out.emit(ThreadTokenUsageUpdated, ThreadTokenUsageUpdatedPayload(usage=usage),
-                 thread=c.thread, turn=c.turn, refs=c.refs())
+    state, usage, turn_tokens = on_turn_usage(state, result, pending.session, out)
     turn_state = _STOP_STATES.get(stop or "", "completed")
     return finish_turn(state, out, TurnCompletedPayload(
         state=turn_state, stopReason=stop, usage=usage if usage is not None else UNSET,  # type: ignore[arg-type]
-        tokens=acp_tokens(result) or UNSET), sid=pending.session)
+        tokens=turn_tokens or UNSET), sid=pending.session)
 
 
 def on_prompt_failed(state: State, error: dict[str, Any], pending: Pending,

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from adapters.core.contract import Stored
+from topics.usage import TokenUsage
 
 
 class Pending(Stored, frozen=True, kw_only=True):
@@ -78,3 +79,6 @@ class State(Stored, frozen=True, kw_only=True):
     client: dict[str, Pending] = {}  # requests from the client, by id key
     agent: dict[str, Pending] = {}  # requests from the agent, by id key
     terminals: dict[str, str] = {}  # terminal id -> key of the tool item it runs for
+    # each ACP session's running token total over the turns seen (README "Token usage");
+    # last, as a field added to a stored array must be
+    totals: dict[str, TokenUsage] = {}
