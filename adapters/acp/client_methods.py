@@ -89,7 +89,12 @@ def on_fs_write(state: State, obj: dict[str, Any], params: dict[str, Any], key: 
 def on_terminal_create(state: State, obj: dict[str, Any], params: dict[str, Any], key: str,
                        out: Emitter) -> State:
     raw: dict[str, Any] = {k: params[k] for k in ("command", "args", "cwd") if k in params}
-    return _client_op(state, obj, key, out, _tool_for_terminal(state),
+    related = _tool_for_terminal(state)
+    cwd = as_str(params.get("cwd"))
+    if related is not None and cwd:  # the command runs there
+        state = _replace(state, tools={**state.tools, related: _replace(state.tools[related],
+                                                                         cwd=cwd)})
+    return _client_op(state, obj, key, out, related,
                       Tool(name="Bash", kind="execute", rawInput=raw),
                       {"method": obj["method"], **raw})
 

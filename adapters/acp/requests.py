@@ -50,6 +50,7 @@ def on_request_permission(state: State, obj: dict[str, Any], params: dict[str, A
     elif tcid not in state.done:  # gemini, codex-acp: the request comes first
         save(out, tcid, streams)
         state = start_tool(state, out, tcid, tool, synthetic=True, rid=rid)
+        tool = state.tools[tcid]
     else:  # a call already completed: its item has no streams any more
         content = Content(out, tcid, streams)
     name = tool_name(tcid, tool)

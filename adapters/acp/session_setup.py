@@ -48,8 +48,12 @@ def remember(state: State, obj: dict[str, Any], params: dict[str, Any], key: str
     sid = as_str(params.get("sessionId"))
     arg = as_str(params.get("modeId")) or as_str(params.get("modelId"))
     pending = Pending(method=method, session=sid, arg=arg)
-    if method in SESSION_OPENERS and sid is not None:  # the replay that follows belongs to it
-        state = _replace(state, session=sid)
+    if method in SESSION_OPENERS:  # the replay that follows belongs to it
+        if sid is not None:
+            state = _replace(state, session=sid)
+        cwd = as_str(params.get("cwd"))  # where the session's commands run
+        if cwd:
+            state = _replace(state, cwd=cwd)
     return _replace(state, client={**state.client, key: pending})
 
 

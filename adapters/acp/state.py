@@ -55,6 +55,9 @@ class Tool(Stored, frozen=True, kw_only=True):
     # the tool call that started the subagent running this one (None: the root agent);
     # last, as a field added to a stored array must be
     agent: str | None = None
+    # where the command runs when its input does not say: the client terminal's cwd,
+    # else the session's (a path)
+    cwd: str | None = None
 
 
 class Stream(Stored, frozen=True, kw_only=True):
@@ -82,3 +85,4 @@ class State(Stored, frozen=True, kw_only=True):
     # each ACP session's running token total over the turns seen (README "Token usage");
     # last, as a field added to a stored array must be
     totals: dict[str, TokenUsage] = {}
+    cwd: str | None = None  # the working directory of the last session/new|load (a path)

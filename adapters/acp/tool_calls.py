@@ -11,6 +11,9 @@
   is Task), then gemini's tool-call id prefix (`run_shell_command__…`), then the tool
   `kind` (execute -> Bash, edit -> Edit or Write, read -> Read, search -> Grep, fetch
   -> WebFetch).
+* A command's `cwd`: its input's own, else the client terminal's it runs in
+  (terminal/create), else the session's (session/new, load, resume or fork); none while
+  its input is a placeholder (claude's first `rawInput: {}`).
 * Tool items keep only what their completion needs and are dropped when they
   complete; a late update of a call completed in the turn is dropped.
 """
@@ -101,7 +104,9 @@ def tool_input(tool: Tool, name: str, content: Content) -> tuple[dict[str, Any],
         if command is None and raw is None and tool.title:  # gemini: no rawInput, the title is it
             command = tool.title.strip("`")
         inp: dict[str, Any] = {"command": command or ""}
-        cwd = as_str(given.get("cwd")) or as_str(given.get("dir_path")) or as_str(given.get("directory"))
+        cwd = (as_str(given.get("cwd")) or as_str(given.get("dir_path"))
+               or as_str(given.get("directory"))
+               or (tool.cwd if command else None))  # none for a placeholder input
         if cwd:
             inp["cwd"] = cwd
         for k in ("description", "timeout"):
@@ -203,6 +208,8 @@ def start_tool(state: State, out: Emitter, key: str, tool: Tool, synthetic: bool
                rid: str | None = None) -> State:
     """Open the item of a tool whose content is already in its streams (save)."""
     state = close_stream(state, out)  # a tool call ends the text run before it
+    if tool.cwd is None and state.cwd is not None:  # where a command runs, unless it says
+        tool = _replace(tool, cwd=state.cwd)
     c = Ctx(state, out, agent=tool.agent)
     content = Content(out, key)
     start_item(out, c.at(content.item, tool_refs(c, key, tool, rid)),
