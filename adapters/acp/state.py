@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from adapters.core.contract import Stored
+from topics.usage import TokenUsage
 
 
 class Pending(Stored, frozen=True, kw_only=True):
@@ -51,6 +52,12 @@ class Tool(Stored, frozen=True, kw_only=True):
     paths: list[str] = []
     exitCode: int | None = None
     declined: bool = False
+    # the tool call that started the subagent running this one (None: the root agent);
+    # last, as a field added to a stored array must be
+    agent: str | None = None
+    # where the command runs when its input does not say: the client terminal's cwd,
+    # else the session's (a path)
+    cwd: str | None = None
 
 
 class Stream(Stored, frozen=True, kw_only=True):
@@ -60,6 +67,7 @@ class Stream(Stored, frozen=True, kw_only=True):
     kind: str  # "assistant" | "reasoning" | "user"
     n: int  # session-wide item ordinal (names the item)
     messageId: str | None = None
+    agent: str | None = None  # the subagent's (Tool.agent) whose message it is
 
 
 class State(Stored, frozen=True, kw_only=True):
@@ -74,3 +82,7 @@ class State(Stored, frozen=True, kw_only=True):
     client: dict[str, Pending] = {}  # requests from the client, by id key
     agent: dict[str, Pending] = {}  # requests from the agent, by id key
     terminals: dict[str, str] = {}  # terminal id -> key of the tool item it runs for
+    # each ACP session's running token total over the turns seen (README "Token usage");
+    # last, as a field added to a stored array must be
+    totals: dict[str, TokenUsage] = {}
+    cwd: str | None = None  # the working directory of the last session/new|load (a path)

@@ -71,7 +71,8 @@ def test_claude_code_duplicate_tool_call_is_one_item_with_the_richer_input():
     bash = [e for e in events if e["type"].startswith("item.") and e["payload"].get("toolName") == "Bash"]
     assert [e["type"] for e in bash] == ["item.started", "item.updated", "item.completed"]
     assert bash[-1]["payload"]["input"] == {"command": "touch fixture-approval.txt",
-                                           "description": "Run fixture command"}
+                                           "description": "Run fixture command",
+                                           "cwd": "/sandbox/workspace"}  # the session's
     assert bash[-1]["payload"]["itemType"] == "command_execution"
 
 
@@ -80,7 +81,8 @@ def test_gemini_permission_request_starts_the_tool_item():
     events = events_of(run_whole("acp", read_capture(path)))
     started = _of(events, "item.started")[-2]  # the tool, before the second text
     assert started["payload"]["toolName"] == "Bash"
-    assert started["payload"]["input"] == {"command": "touch fixture-approval.txt"}
+    assert started["payload"]["input"] == {"command": "touch fixture-approval.txt",
+                                           "cwd": "/sandbox/workspace"}
     opened = _of(events, "request.opened")[0]
     assert opened["itemId"] == started["itemId"]
     assert opened["payload"]["requestType"] == "command_execution_approval"
@@ -261,7 +263,8 @@ def test_rejected_permission_without_a_tool_report_closes_the_tool_declined():
     resolved = _of(events, "request.resolved")[0]["payload"]
     assert resolved["decision"] == "reject_once" and resolved["resolution"]["optionId"] == "no"
     tool = _of(events, "item.completed")[-1]["payload"]
-    assert (tool["status"], tool["toolName"], tool["input"]) == ("declined", "Bash", {"command": "rm -rf x"})
+    assert (tool["status"], tool["toolName"], tool["input"]) == (
+        "declined", "Bash", {"command": "rm -rf x", "cwd": "/w"})
 
 
 def test_prompt_error_is_a_runtime_error_and_a_failed_turn():
@@ -417,7 +420,8 @@ def test_claude_agent_acp_command_without_output_does_not_output_its_description
         "Bash", "command_execution", "completed")
     assert done["output"] == ""
     assert (done["title"], done["detail"]) == ("touch marker", "Create the marker")
-    assert done["input"] == {"command": "touch marker", "description": "Create the marker"}
+    assert done["input"] == {"command": "touch marker", "description": "Create the marker",
+                             "cwd": "/w"}
     updated = _of(events, "item.updated")[-1]["payload"]
     assert "output" not in updated and updated["detail"] == "Create the marker"
 

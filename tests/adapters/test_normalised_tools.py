@@ -65,10 +65,10 @@ COMMANDS = [
     ("gemini", "gemini-stream-json__tool_shell", PRINTF, None),  # nor has gemini's stream
     ("opencode", "opencode-serve__tool_shell", PRINTF, CWD),
     ("opencode", "opencode-serve__approval_once", TOUCH, CWD),
-    ("acp", "acp-claude-code__reasoning", PRINTF, None),
-    ("acp", "acp-claude-code__tool_shell_allow", TOUCH, None),
+    ("acp", "acp-claude-code__reasoning", PRINTF, CWD),  # the session's (session/new cwd)
+    ("acp", "acp-claude-code__tool_shell_allow", TOUCH, CWD),
     ("acp", "acp-codex__tool_shell_allow", TOUCH, CWD),  # argv ["/bin/bash", "-lc", ...]
-    ("acp", "acp-gemini__tool_shell_allow", TOUCH, None),  # the command is the title
+    ("acp", "acp-gemini__tool_shell_allow", TOUCH, CWD),  # the command is the title
 ]
 
 
@@ -94,6 +94,37 @@ def test_amps_command_reads_the_same():
     started, completed = _tool_items(events_of(assert_three_ways("amp", lines)),
                                      "command_execution")
     assert _normalised(started) == _normalised(completed) == {"command": PRINTF, "cwd": CWD}
+
+
+def test_an_acp_command_runs_where_its_terminal_does():
+    """ACP's tool calls carry no cwd of their own: a command runs in the session's
+    directory (session/new `cwd`, as the captures above), unless the client terminal
+    the agent creates for it names another (terminal/create `cwd`)."""
+    def rpc(**m: Any) -> dict[str, Any]:
+        return {"jsonrpc": "2.0", **m}
+
+    def update(**u: Any) -> tuple[str, Any]:
+        return ("agent", rpc(method="session/update", params={"sessionId": "s1", "update": u}))
+
+    sub = f"{CWD}/sub"
+    lines = capture_lines([
+        ("client", rpc(id=1, method="session/new", params={"cwd": CWD, "mcpServers": []})),
+        ("agent", rpc(id=1, result={"sessionId": "s1"})),
+        ("client", rpc(id=2, method="session/prompt", params={
+            "sessionId": "s1", "prompt": [{"type": "text", "text": "run it"}]})),
+        update(sessionUpdate="tool_call", toolCallId="toolu_1", title="`printf`", kind="execute",
+               status="pending", rawInput={"command": PRINTF, "description": "Print"}),
+        ("agent", rpc(id=0, method="terminal/create", params={
+            "sessionId": "s1", "command": PRINTF, "cwd": sub, "outputByteLimit": 32000})),
+        ("client", rpc(id=0, result={"terminalId": "term_1"})),
+        update(sessionUpdate="tool_call_update", toolCallId="toolu_1", status="completed",
+               content=[{"type": "terminal", "terminalId": "term_1"}]),
+        ("agent", rpc(id=2, result={"stopReason": "end_turn"})),
+    ])
+    started, completed = _tool_items(events_of(assert_three_ways("acp", lines)),
+                                     "command_execution")
+    assert _normalised(started) == {"command": PRINTF, "cwd": CWD}  # before its terminal
+    assert _normalised(completed) == {"command": PRINTF, "cwd": sub}
 
 
 # ---- the file creation (captures) ---------------------------------------------------------
