@@ -130,8 +130,9 @@ class Emitter:
     # the root's from the session id, a subagent's from the canonical id of the tool
     # item that started it (the same hash: `agt_<h>` was started by `itm_<h>`), so a
     # consumer and the OpenTelemetry export nest an agent under that tool call without
-    # state. The adapter says whose message it translates (set_agent); every event
-    # emitted until it says otherwise carries agentId and parentAgentId. The root's
+    # state. The adapter says whose message it translates (set_agent; the record's driver
+    # resets it to the root's before each message), and every event emitted until it
+    # says otherwise carries agentId and parentAgentId. The root's
     # events carry neither (it is in session.started), to keep deltas small.
 
     def agent_id(self, spawner: str | None) -> str:

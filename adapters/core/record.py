@@ -292,6 +292,7 @@ def translate_record(
                         continue  # the same message again (a retried produce): once is all
             message = out._message = Message(obj, data, line.origin, time_ms)
             out.native_type = UNSET
+            out.agent = out.parent_agent = UNSET  # the root's, unless the adapter says whose
             try:
                 new_state = translate(state, message, out)
             except AdapterError:
@@ -325,6 +326,7 @@ def translate_record(
             f"past the first {MAX_FAILURES_PER_RECORD}): the whole record is in its raw "
             f"topic at offset {offset}")))
     if out._folded:
+        out.agent = out.parent_agent = UNSET  # a warning of the record, not of an agent
         out.emit(RuntimeWarningEvent, RuntimeWarningPayload(
             message=f"{sum(out._folded.values())} more messages of types this adapter does "
                     f"not know (past the first {MAX_WARNINGS_PER_RECORD} of this record): "
