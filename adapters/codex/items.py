@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from adapters.codex.agents import announced, spawned
 from adapters.codex.common import Place, get_int, get_str, item_at, need_dict, need_str, or_unset
 from adapters.codex.payloads import ITEM_TYPES, TOOL_KINDS, final_texts, indices, item_payload
 from adapters.codex.state import OpenItem, State
@@ -39,8 +40,9 @@ def on_item_started(state: State, p: dict[str, Any], out: Emitter) -> State:
     item, native_id, kind, thread, turn = _item_of(p, "item/started")
     if native_id in state.items:  # a repeated start adds nothing
         return state
-    return _open_item(state, out, thread, turn, native_id, kind,
-                      item_payload(kind, item, False, out.cap), synthetic=False)
+    state = _open_item(state, out, thread, turn, native_id, kind,
+                       item_payload(kind, item, False, out.cap), synthetic=False)
+    return _agents(state, out, item, kind, thread, out.id("itm", turn, native_id))
 
 
 def on_item_completed(state: State, p: dict[str, Any], out: Emitter) -> State:
@@ -55,9 +57,23 @@ def on_item_completed(state: State, p: dict[str, Any], out: Emitter) -> State:
         rest(out, at, stream, final, key, content, summary)
     output = tool_output(kind, item, out, at.item_id) if kind in TOOL_KINDS else None
     complete_item(out, at, item_payload(kind, item, True, out.cap, output=output))
+    state = _agents(state, out, item, kind, thread, at.item_id)
     items = dict(state.items)
     del items[native_id]
     return _replace(state, items=items)
+
+
+def _agents(state: State, out: Emitter, item: dict[str, Any], kind: str, thread: str,
+            cid: str) -> State:
+    """The subagent threads an item names (adapters.codex.agents): a collab call's
+    receivers, a sub-agent's start."""
+    if kind == "collabAgentToolCall":
+        return spawned(state, item, thread, cid)
+    if kind == "subAgentActivity" and item.get("kind") == "started":
+        child = get_str(item, "agentThreadId")
+        if child is not None:
+            return announced(state, out, child, thread)
+    return state
 
 
 # ---- deltas and item updates ---------------------------------------------------------

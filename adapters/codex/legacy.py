@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final
 
+from adapters.codex.agents import speak_for
 from adapters.codex.common import Place, ensure_session, get_str, need_dict
 from adapters.codex.state import State
 from adapters.core.emitter import UNSET, Emitter
@@ -40,6 +41,7 @@ def on_legacy(state: State, obj: dict[str, Any], method: str, out: Emitter) -> S
     params = obj.get("params")
     params = params if isinstance(params, dict) else {}
     state = ensure_session(state, out)
+    speak_for(state, out, get_str(params, "conversationId"))
     handler = LEGACY_HANDLERS.get(kind)
     if handler is not None:
         return handler(state, params, need_dict(params.get("msg"), f"{method} msg"), out)

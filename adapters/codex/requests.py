@@ -8,6 +8,7 @@ from typing import Any
 
 from msgspec import UnsetType
 
+from adapters.codex.agents import speak_for
 from adapters.codex.common import Place, get_str, or_unset, params_of, rpc_id
 from adapters.codex.state import OpenRequest, State
 from adapters.core.decisions import elicitation_decision, elicitation_outcome
@@ -33,6 +34,7 @@ def on_client_response(state: State, obj: dict[str, Any], out: Emitter) -> State
     key = rpc_id(obj["id"])
     req = state.requests.get(key)
     out.native_type = f"{req.method if req else 'unknown'} response"
+    speak_for(state, out, req.thread if req else None)  # the agent that asked
     if req is None:  # already resolved by serverRequest/resolved, or never seen
         return state
     if "error" in obj:
@@ -83,6 +85,7 @@ def on_server_request(state: State, obj: dict[str, Any], method: str, out: Emitt
             turn = state.items[item].turn
         else:
             turn = next((k for k, t in state.turns.items() if t.thread == thread), None)
+    speak_for(state, out, thread)
     at = Place(out, thread=thread, turn=turn, item=item, request=key)
     payload = _request_payload(method, request_type, p, params)
     if method in _USER_INPUT:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from adapters.codex.agents import announced, parent_thread, speak_for
 from adapters.codex.common import (
     Place,
     ensure_session,
@@ -113,7 +114,12 @@ def announce_thread(state: State, out: Emitter, tid: str, synthetic: bool = Fals
 
 def on_thread_started(state: State, p: dict[str, Any], out: Emitter) -> State:
     thread = need_dict(p.get("thread"), "thread/started thread")
-    return announce_thread(state, out, need_str(thread, "id", "thread"))
+    tid = need_str(thread, "id", "thread")
+    parent = parent_thread(thread)
+    if parent is not None:  # a collab agent's thread: its own events from here
+        state = announced(state, out, tid, parent)
+        speak_for(state, out, tid)
+    return announce_thread(state, out, tid)
 
 
 _THREAD_STATES = {"active": "active", "idle": "idle", "systemError": "error",

@@ -98,6 +98,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from adapters.codex.agents import speak_for
 from adapters.codex.common import Handler, ensure_session, get_str, params_of, rpc_id
 from adapters.codex.items import (
     on_delta,
@@ -193,6 +194,7 @@ def translate(state: State, msg: Message, out: Emitter) -> State:
             raise MalformedRecord("codex message 'method' must be a string")
         out.native_type = method
         if msg.origin == "client":
+            speak_for(state, out, None)
             if has_id:
                 return on_client_request(state, obj, method, out)
             if method not in CLIENT_NOTIFICATIONS:
@@ -205,15 +207,20 @@ def translate(state: State, msg: Message, out: Emitter) -> State:
             return on_server_request(state, obj, method, out)
         handler = _HANDLERS.get(method)
         if handler is not None:
-            return handler(state, params_of(obj, method), out)
+            p = params_of(obj, method)
+            # whose message (adapters.codex.agents); the root's while no subagent is known
+            speak_for(state, out, get_str(p, "threadId") if state.agents else None)
+            return handler(state, p, out)
         if method not in IGNORED:
             params = obj.get("params")
             thread = get_str(params, "threadId") if isinstance(params, dict) else None
+            speak_for(state, out, thread)
             out.unknown(method, thread=out.id("thr", thread) if thread is not None else UNSET)
         return state
     if has_id and ("result" in obj or "error" in obj):
         if msg.origin == "client":
             return on_client_response(state, obj, out)
+        speak_for(state, out, None)
         return on_server_response(state, obj, out)
     raise MalformedRecord("codex message is neither a request, a notification nor a response")
 

@@ -185,3 +185,18 @@ def test_a_turn_completed_without_usage_states_no_total():
                            ("agent", {"type": "turn.completed"})])
     events = events_of(run_whole("codex-exec", lines))
     assert _totals(events) == [("turn.completed", None)]
+
+
+@pytest.mark.parametrize("path", CAPTURED, ids=[p.stem for p in CAPTURED])
+def test_each_captured_thread_total_is_the_sum_of_its_turns_so_far(path: Path):
+    events = events_of(run_whole("codex-exec", read_capture(path)))
+    turns: dict | None = None  # type: ignore[type-arg]
+    stated = []
+    for e in events:
+        if e["type"] == "thread.token-usage.updated":
+            stated.append(e["payload"]["tokens"])
+        elif e["type"] == "turn.completed" and "tokens" in e["payload"]:
+            t = e["payload"]["tokens"]
+            turns = t if turns is None else {k: turns[k] + t[k] for k in t}
+            assert stated[-1] == turns  # stated right before, this turn included
+    assert stated and turns is not None
