@@ -116,9 +116,9 @@ def on_thread_started(state: State, p: dict[str, Any], out: Emitter) -> State:
     thread = need_dict(p.get("thread"), "thread/started thread")
     tid = need_str(thread, "id", "thread")
     parent = parent_thread(thread)
-    if parent is not None:  # a collab agent's thread: its own events from here
+    if parent is not None:  # a collab agent's thread, maybe not bound yet
         state = announced(state, out, tid, parent)
-        speak_for(state, out, tid)
+    speak_for(state, out, tid)  # the notification names the thread in `thread`, not `threadId`
     return announce_thread(state, out, tid)
 
 

@@ -79,6 +79,8 @@ def _conversation() -> list[tuple[str, dict[str, Any]]]:
            item=_collab("spawn-2", "spawnAgent", CHILD, [], "inProgress")),
         _n("item/completed", threadId=CHILD, turnId="c1",
            item=_collab("spawn-2", "spawnAgent", CHILD, [GRANDCHILD], "completed")),
+        # announced after its call completed, naming no parent: known by then all the same
+        _n("thread/started", thread=_thread(GRANDCHILD)),
         _turn("turn/started", GRANDCHILD, "g1"),
         *_message(GRANDCHILD, "g1", "msg-g1", "found it"),
         _n("thread/tokenUsage/updated", threadId=GRANDCHILD, turnId="g1", tokenUsage={
