@@ -1,8 +1,9 @@
 """Codex app-server (JSON-RPC 2.0, both directions) -> canonical events.
 
-The package is the runtime's `Translator` (adapters.core.record): its translator is
-`translator.py` (compiled with mypyc, setup.py), its stored state `state.py` (never
-compiled: mypyc drops class keywords). Registered in topics.runtimes."""
+The package is the runtime's `Translator` (adapters.core.record): its entry point and
+dispatch table are `translator.py`, whose docstring lists the modules the handlers live in
+(all compiled with mypyc, setup.py), its stored state `state.py` (never compiled: mypyc
+drops class keywords). Registered in topics.runtimes."""
 
 from adapters.codex.translator import (
     IGNORED,

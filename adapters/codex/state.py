@@ -39,12 +39,22 @@ class OpenRequest(Stored, frozen=True, kw_only=True):
     item: str | None = None
 
 
+class SubAgent(Stored, frozen=True):
+    """A collab agent's thread: the canonical ids of the collabAgentToolCall item that
+    started it and of the item that started the agent which ran that one (None: the
+    root agent), as Emitter.set_agent takes them."""
+
+    spawner: str
+    parent: str | None = None
+
+
 class State(Stored, frozen=True, kw_only=True):
     """No text or output is kept (the conversation core's streams and spool hold
     those): turns, items and requests leave when they end, closedTurns keeps the last
     few, and only ids and small settings (the model, a turn's last token usage) are
     copied from the native messages. `threads` grows by one id per thread announced;
-    `legacyWarned` keeps at most codex._LEGACY_WARNED_KEPT kinds."""
+    `legacyWarned` keeps at most legacy.LEGACY_WARNED_KEPT kinds, `agents` the last
+agents._KEPT subagent threads."""
 
     started: bool = False  # session.started emitted
     model: str | None = None  # model of the last configured thread
@@ -60,3 +70,6 @@ class State(Stored, frozen=True, kw_only=True):
     # the server's release, from its initialize userAgent (session.configured says it);
     # last, as a field added to a stored array must be (older states decode unchanged)
     runtimeVersion: str | None = None
+    # collab agents' threads by Codex thread id (adapters.codex.agents): the last
+    # agents._KEPT started; last, as a field added to a stored array must be
+    agents: dict[str, SubAgent] = {}

@@ -65,7 +65,7 @@ has its twin, and the core adds legacy twins of its own, agent_message_delta bes
 agent_message_content_delta): hundreds per session. Every kind the protocol ever defined
 is listed: ignored with the v2 notification, request or response that carries its content
 (LEGACY_IGNORED_REASONS); translated where none did in any mirrored release
-(mcp_startup_update, warning: _LEGACY_HANDLERS); else, like a kind this adapter does not
+(mcp_startup_update, warning: LEGACY_HANDLERS); else, like a kind this adapter does not
 know, one runtime.warning per kind and session (LEGACY_WARNED, State.legacyWarned). An
 ignored kind does nothing at all, not even session.started, so a conversation reads the
 same with or without the mirror. A v1-only session (newConversation, no v2 notifications)
@@ -79,119 +79,86 @@ no usage, so the last `thread/tokenUsage/updated` of the turn is attached to it;
 legacy `applyPatchApproval`/`execCommandApproval` name the thread `conversationId`
 and the item `callId`; the auth-refresh and attestation answers carry secrets,
 which are never copied into payloads.
+
+The package, by what the protocol talks about (this module is the entry point and the
+dispatch table; each handler lives with its kind):
+* `common`: native field readers, `Place` (where an event goes), the session's start;
+* `threads`: the server's responses (initialize, thread/start|resume|fork) and threads;
+* `requests`: server requests (approvals, user input, tool calls) and their answers;
+* `usage`: token usage (`codex_tokens`, `turn_tokens`, importable from here);
+* `turns`: turns, their errors, diffs and plans;
+* `items`, `payloads`, `tools`: item notifications and deltas; what an item says; the
+  fields and output of a tool item;
+* `agents`: collab agents (which subagent a thread's messages are from);
+* `notices`: hooks, reviews, account, auth, MCP, config notices, realtime;
+* `legacy`: the `codex/event/<type>` mirror.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, Final
+from typing import Any
 
-from msgspec import UnsetType
-
-from adapters.codex.state import OpenItem, OpenRequest, OpenTurn, State
+from adapters.codex.agents import speak_for
+from adapters.codex.common import Handler, ensure_session, get_str, params_of, rpc_id
+from adapters.codex.items import (
+    on_delta,
+    on_item_completed,
+    on_item_started,
+    on_item_update,
+    on_mcp_progress,
+)
+from adapters.codex.legacy import LEGACY_PREFIX, on_legacy
+from adapters.codex.notices import (
+    on_account_updated,
+    on_auth,
+    on_auto_review,
+    on_config_warning,
+    on_deprecation,
+    on_hook,
+    on_mcp_oauth,
+    on_mcp_status,
+    on_model_rerouted,
+    on_rate_limits,
+    on_realtime_audio,
+    on_realtime_closed,
+    on_realtime_error,
+    on_realtime_item,
+    on_realtime_started,
+    on_realtime_transcript_done,
+    on_user_warning,
+    on_windows_sandbox,
+    on_world_writable,
+)
+from adapters.codex.requests import (
+    on_client_response,
+    on_server_request,
+    on_server_request_resolved,
+)
+from adapters.codex.state import State
+from adapters.codex.threads import (
+    on_server_response,
+    on_thread_environment,
+    on_thread_metadata,
+    on_thread_name_updated,
+    on_thread_settings_updated,
+    on_thread_started,
+    on_thread_state,
+    on_thread_status_changed,
+)
+from adapters.codex.turns import (
+    on_error,
+    on_turn_completed,
+    on_turn_diff_updated,
+    on_turn_plan_updated,
+    on_turn_started,
+)
+from adapters.codex.usage import codex_tokens as codex_tokens  # importable from here (README)
+from adapters.codex.usage import on_token_usage
+from adapters.codex.usage import turn_tokens as turn_tokens
 from adapters.core.contract import MalformedRecord, Message
-from adapters.core.decisions import elicitation_decision, elicitation_outcome
 from adapters.core.emitter import UNSET, Emitter
 from adapters.core.emitter import replace as _replace
 from adapters.core.ids import jsonrpc_message_id
-from adapters.core.lifecycle import (
-    At,
-    close_item,
-    closed_turns,
-    complete_item,
-    delta,
-    end_turn,
-    rest,
-    start_item,
-    taken,
-)
-from adapters.core.shape import native_count, native_list
-from adapters.core.spool import Whole, whole_fields
-from adapters.core.tools import (
-    change_fields,
-    command_text,
-    mcp_tool_name,
-    normalize_tool_name,
-    tool_fields,
-)
-from topics.canonical import (
-    AccountRateLimitsUpdated,
-    AccountRateLimitsUpdatedPayload,
-    AccountUpdated,
-    AccountUpdatedPayload,
-    AuthStatus,
-    AuthStatusPayload,
-    ConfigWarning,
-    ConfigWarningPayload,
-    Decision,
-    DeprecationNotice,
-    DeprecationNoticePayload,
-    HookCompleted,
-    HookCompletedPayload,
-    HookStarted,
-    HookStartedPayload,
-    InputOutcome,
-    ItemPayload,
-    ItemUpdated,
-    McpOauthCompleted,
-    McpOauthCompletedPayload,
-    McpStatusUpdated,
-    McpStatusUpdatedPayload,
-    ModelRerouted,
-    ModelReroutedPayload,
-    PlanStep,
-    ProviderRefs,
-    RequestOpened,
-    RequestOpenedPayload,
-    RequestResolved,
-    RequestResolvedPayload,
-    RuntimeErrorEvent,
-    RuntimeErrorPayload,
-    RuntimeWarningEvent,
-    RuntimeWarningPayload,
-    SessionConfigured,
-    SessionConfiguredPayload,
-    SessionStarted,
-    SessionStartedPayload,
-    SessionStateChanged,
-    SessionStateChangedPayload,
-    TaskCompleted,
-    TaskCompletedPayload,
-    TaskStarted,
-    TaskStartedPayload,
-    ThreadMetadataUpdated,
-    ThreadMetadataUpdatedPayload,
-    ThreadRealtimeAudioDelta,
-    ThreadRealtimeAudioDeltaPayload,
-    ThreadRealtimeClosed,
-    ThreadRealtimeClosedPayload,
-    ThreadRealtimeError,
-    ThreadRealtimeErrorPayload,
-    ThreadRealtimeItemAdded,
-    ThreadRealtimeItemAddedPayload,
-    ThreadRealtimeStarted,
-    ThreadRealtimeStartedPayload,
-    ThreadStarted,
-    ThreadStartedPayload,
-    ThreadStateChanged,
-    ThreadStateChangedPayload,
-    ThreadTokenUsageUpdated,
-    ThreadTokenUsageUpdatedPayload,
-    ToolProgress,
-    ToolProgressPayload,
-    TurnCompletedPayload,
-    TurnDiffUpdated,
-    TurnDiffUpdatedPayload,
-    TurnPlanUpdated,
-    TurnPlanUpdatedPayload,
-    TurnStarted,
-    TurnStartedPayload,
-    UserInputRequested,
-    UserInputRequestedPayload,
-    UserInputResolved,
-    UserInputResolvedPayload,
-)
-from topics.usage import TokenUsage, subtract, tokens
 
 provider = "codex"
 raw_source = "codex.app-server"
@@ -204,91 +171,10 @@ message_id = jsonrpc_message_id
 
 
 state_type = State
-_CLOSED_KEPT = 16
 
 
 def initial() -> State:
     return State()
-
-
-# ---- small helpers --------------------------------------------------------------
-
-
-def _str(d: dict[str, Any], key: str) -> str | None:
-    v = d.get(key)
-    return v if isinstance(v, str) else None
-
-
-def _int(d: dict[str, Any], key: str) -> int | None:
-    v = d.get(key)
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
-
-
-def _dict(v: Any, what: str) -> dict[str, Any]:
-    if not isinstance(v, dict):
-        raise MalformedRecord(f"{what} must be an object")
-    return v
-
-
-def _req_str(d: dict[str, Any], key: str, what: str) -> str:
-    v = d.get(key)
-    if not isinstance(v, str):
-        raise MalformedRecord(f"{what}.{key} must be a string")
-    return v
-
-
-def _rid(value: Any) -> str:
-    """A JSON-RPC id (string or integer) as the string that keys it (0 -> "0")."""
-    if isinstance(value, bool) or not isinstance(value, str | int):
-        raise MalformedRecord("a JSON-RPC id must be a string or an integer")
-    return str(value)
-
-
-def _unset(v: Any) -> Any:
-    return UNSET if v is None else v
-
-
-def _release(user_agent: str | None) -> str | None:
-    """The app-server's release in its initialize `userAgent`,
-    `<originator>/<release> (<os> <os version>; <arch>) <terminal> (<client>; <version>)`
-    (codex-rs default_client; the originator is the client's name, so the agent goes
-    unnamed). None when the first word carries no release number."""
-    if user_agent is None:
-        return None
-    _, slash, release = user_agent.split(" ", 1)[0].rpartition("/")
-    return release if slash and release[:1].isdigit() else None
-
-
-class _At:
-    """Where an event belongs: envelope ids (canonical) and providerRefs (Codex's)."""
-
-    __slots__ = ("kw",)
-
-    def __init__(self, out: Emitter, *, thread: str | None = None, turn: str | None = None,
-                 item: str | None = None, request: str | None = None):
-        any_ref = thread is not None or turn is not None or item is not None or request is not None
-        self.kw: dict[str, Any] = {
-            "thread": out.id("thr", thread) if thread is not None else UNSET,
-            "turn": out.id("trn", turn) if turn is not None else UNSET,
-            "item": out.id("itm", turn or "", item) if item is not None else UNSET,
-            "request": out.id("req", request) if request is not None else UNSET,
-            # built only when it is used
-            "refs": ProviderRefs(providerThreadId=_unset(thread), providerTurnId=_unset(turn),
-                                 providerItemId=_unset(item), providerRequestId=_unset(request))
-            if any_ref else UNSET,
-        }
-
-    def at(self) -> At:
-        """The same place, for the conversation core (adapters.core.lifecycle)."""
-        kw = self.kw
-        return At(kw["thread"], kw["turn"], kw["item"], refs=kw["refs"], request=kw["request"])
-
-
-def _item_at(out: Emitter, thread: str, turn: str, item: str) -> At:
-    """Where an item's events go (_At(...).at() without its dict: the delta path)."""
-    return At(out.id("thr", thread), out.id("trn", turn), out.id("itm", turn, item),
-              refs=ProviderRefs(providerThreadId=thread, providerTurnId=turn,
-                                providerItemId=item))
 
 
 # ---- entry point ----------------------------------------------------------------
@@ -308,1357 +194,129 @@ def translate(state: State, msg: Message, out: Emitter) -> State:
             raise MalformedRecord("codex message 'method' must be a string")
         out.native_type = method
         if msg.origin == "client":
+            speak_for(state, out, None)
             if has_id:
-                return _on_client_request(state, obj, method, out)
+                return on_client_request(state, obj, method, out)
             if method not in CLIENT_NOTIFICATIONS:
                 out.unknown(method)
             return state
-        if method.startswith(_LEGACY_PREFIX) and not has_id:
-            return _on_legacy(state, obj, method, out)
-        state = _ensure_session(state, out)
+        if method.startswith(LEGACY_PREFIX) and not has_id:
+            return on_legacy(state, obj, method, out)
+        state = ensure_session(state, out)
         if has_id:
-            return _on_server_request(state, obj, method, out)
+            return on_server_request(state, obj, method, out)
         handler = _HANDLERS.get(method)
         if handler is not None:
-            return handler(state, _params(obj, method), out)
+            p = params_of(obj, method)
+            # whose message (adapters.codex.agents); the root's while no subagent is known
+            speak_for(state, out, get_str(p, "threadId") if state.agents else None)
+            return handler(state, p, out)
         if method not in IGNORED:
             params = obj.get("params")
-            thread = _str(params, "threadId") if isinstance(params, dict) else None
+            thread = get_str(params, "threadId") if isinstance(params, dict) else None
+            speak_for(state, out, thread)
             out.unknown(method, thread=out.id("thr", thread) if thread is not None else UNSET)
         return state
     if has_id and ("result" in obj or "error" in obj):
         if msg.origin == "client":
-            return _on_client_response(state, obj, out)
-        return _on_server_response(state, obj, out)
+            return on_client_response(state, obj, out)
+        speak_for(state, out, None)
+        return on_server_response(state, obj, out)
     raise MalformedRecord("codex message is neither a request, a notification nor a response")
-
-
-def _params(obj: dict[str, Any], method: str) -> dict[str, Any]:
-    params = obj.get("params")
-    if params is None:
-        return {}
-    return _dict(params, f"{method} params")
-
-
-def _ensure_session(state: State, out: Emitter) -> State:
-    """The app-server announces no session of its own except the `initialize`
-    response; a stream that starts later still opens with session.started."""
-    if state.started:
-        return state
-    out.emit(SessionStarted, SessionStartedPayload(), synthetic=True)
-    return _replace(state, started=True)
 
 
 # ---- client -> server -------------------------------------------------------------
 
 
-def _on_client_request(state: State, obj: dict[str, Any], method: str, out: Emitter) -> State:
+def on_client_request(state: State, obj: dict[str, Any], method: str, out: Emitter) -> State:
     # A client request changes nothing by itself: its effects come back as
     # notifications. It is remembered so that the server's response can be read.
-    key = _rid(obj["id"])
+    key = rpc_id(obj["id"])
     if method not in CLIENT_REQUESTS:
         out.unknown(method)
     return _replace(state, pending={**state.pending, key: method})
 
 
-def _on_client_response(state: State, obj: dict[str, Any], out: Emitter) -> State:
-    """The client's answer to a server request: the user's decision or input."""
-    key = _rid(obj["id"])
-    req = state.requests.get(key)
-    out.native_type = f"{req.method if req else 'unknown'} response"
-    if req is None:  # already resolved by serverRequest/resolved, or never seen
-        return state
-    if "error" in obj:
-        _resolve(out, key, req, decision=UNSET, resolution={"error": obj["error"]},
-                 answers=None)
-    else:
-        result = obj["result"]
-        result = result if isinstance(result, dict) else {}
-        decision, resolution, answers, outcome = _read_answer(req, result)
-        _resolve(out, key, req, decision=decision, resolution=resolution, answers=answers,
-                 outcome=outcome)
-    return _drop_request(state, key)
-
-
-# ---- server -> client responses -----------------------------------------------------
-
-
-def _on_server_response(state: State, obj: dict[str, Any], out: Emitter) -> State:
-    key = _rid(obj["id"])
-    method = state.pending.get(key)
-    pending = dict(state.pending)
-    pending.pop(key, None)
-    state = _replace(state, pending=pending)
-    out.native_type = f"{method or 'unknown'} response"
-    result = obj.get("result")
-    if method == "initialize" and isinstance(result, dict):
-        # kept for the session.configured of the threads this server opens
-        state = _replace(state, runtimeVersion=_release(_str(result, "userAgent"))
-                         or state.runtimeVersion)
-        if not state.started:
-            out.emit(SessionStarted,
-                     SessionStartedPayload(message=_unset(_str(result, "userAgent"))))
-            return _replace(state, started=True)
-    state = _ensure_session(state, out)
-    if "error" in obj:
-        error = obj["error"]
-        error = error if isinstance(error, dict) else {}
-        code = _int(error, "code")
-        message = _str(error, "message") or "request failed"
-        out.emit(RuntimeErrorEvent, RuntimeErrorPayload(
-            message=f"{method}: {message}" if method else message,
-            errorClass="validation_error" if code in (-32600, -32601, -32602) else "provider_error",
-            willRetry=code == -32001,  # "Server overloaded; retry later."
-            detail={"method": method, "error": error}))
-        return state
-    if method in ("thread/start", "thread/resume", "thread/fork") and isinstance(result, dict):
-        return _on_thread_opened(state, result, out)
-    return state
-
-
-def _on_thread_opened(state: State, result: dict[str, Any], out: Emitter) -> State:
-    """The response to thread/start|resume|fork: the thread's settings, and the thread
-    itself (thread/started comes later, and not at all on resume)."""
-    thread = result.get("thread")
-    tid = _str(thread, "id") if isinstance(thread, dict) else None
-    config = {k: v for k, v in result.items() if k != "thread"}
-    at = _At(out, thread=tid)
-    out.emit(SessionConfigured,
-             SessionConfiguredPayload(config=config, runtimeVersion=_unset(state.runtimeVersion)),
-             **at.kw)
-    model = _str(result, "model") or state.model
-    state = _replace(state, model=model)
-    if tid is not None:
-        state = _announce_thread(state, out, tid)
-    return state
-
-
-def _announce_thread(state: State, out: Emitter, tid: str, synthetic: bool = False) -> State:
-    if tid in state.threads:
-        return state
-    out.emit(ThreadStarted, ThreadStartedPayload(providerThreadId=tid), synthetic=synthetic,
-             **_At(out, thread=tid).kw)
-    return _replace(state, threads=(*state.threads, tid))
-
-
-# ---- server requests (approvals, input, tool calls) ---------------------------------
-
-
-#: requestType by server request method (seed 002 §3.2); the methods §3.2 does not
-#: name open as `unknown`, with their payload.
-_REQUEST_TYPES: dict[str, str] = {
-    "item/commandExecution/requestApproval": "command_execution_approval",
-    "item/fileChange/requestApproval": "file_change_approval",
-    "applyPatchApproval": "apply_patch_approval",
-    "execCommandApproval": "exec_command_approval",
-    "item/tool/requestUserInput": "tool_user_input",
-    # an MCP server asking the user for structured input: the same UI as tool input
-    "mcpServer/elicitation/request": "tool_user_input",
-    "item/tool/call": "dynamic_tool_call",
-    "account/chatgptAuthTokens/refresh": "auth_tokens_refresh",
-    # a sandbox-permission grant and a client attestation have no canonical type
-    "item/permissions/requestApproval": "unknown",
-    "attestation/generate": "unknown",
-}
-_USER_INPUT = frozenset({"item/tool/requestUserInput", "mcpServer/elicitation/request"})
-
-
-def _on_server_request(state: State, obj: dict[str, Any], method: str, out: Emitter) -> State:
-    key = _rid(obj["id"])
-    params = obj.get("params")
-    known = method in _REQUEST_TYPES
-    p = _params(obj, method) if known else (params if isinstance(params, dict) else {})
-    request_type = _REQUEST_TYPES.get(method, "unknown")
-    thread = _str(p, "threadId") or _str(p, "conversationId")
-    item = _str(p, "itemId") or _str(p, "callId")
-    turn = _str(p, "turnId")
-    if turn is None:  # legacy approvals name no turn: the item's, else the thread's
-        if item is not None and item in state.items:
-            turn = state.items[item].turn
-        else:
-            turn = next((k for k, t in state.turns.items() if t.thread == thread), None)
-    at = _At(out, thread=thread, turn=turn, item=item, request=key)
-    payload = _request_payload(method, request_type, p, params)
-    if method in _USER_INPUT:
-        questions = p.get("questions") if method == "item/tool/requestUserInput" else {
-            k: v for k, v in p.items()
-            if k in ("mode", "message", "requestedSchema", "url", "elicitationId", "serverName")}
-        out.emit(UserInputRequested, UserInputRequestedPayload(questions=questions), **at.kw)
-    out.emit(RequestOpened, payload, with_raw=not known, **at.kw)
-    req = OpenRequest(method=method, requestType=request_type, thread=thread, turn=turn, item=item)
-    return _replace(state, requests={**state.requests, key: req})
-
-
-def _request_payload(method: str, request_type: str, p: dict[str, Any],
-                     params: Any) -> RequestOpenedPayload:
-    reason = _str(p, "reason")
-    if method == "item/commandExecution/requestApproval":
-        decisions = p.get("availableDecisions")
-        return RequestOpenedPayload(
-            requestType="command_execution_approval", toolName="Bash",
-            detail=_unset(reason or _str(p, "command")),
-            options=decisions if isinstance(decisions, list) else UNSET, args=p)
-    if method == "execCommandApproval":
-        command = p.get("command")
-        text = " ".join(c for c in command if isinstance(c, str)) if isinstance(command, list) else None
-        return RequestOpenedPayload(requestType="exec_command_approval", toolName="Bash",
-                                    detail=_unset(reason or text), args=p)
-    if method in ("item/fileChange/requestApproval", "applyPatchApproval"):
-        return RequestOpenedPayload(requestType=request_type, toolName="Edit",  # type: ignore[arg-type]
-                                    detail=_unset(reason or _str(p, "grantRoot")), args=p)
-    if method == "item/tool/requestUserInput":
-        questions = p.get("questions")
-        texts = [q["question"] for q in questions if isinstance(q, dict)
-                 and isinstance(q.get("question"), str)] if isinstance(questions, list) else []
-        return RequestOpenedPayload(requestType="tool_user_input",
-                                    detail="\n".join(texts) if texts else UNSET)
-    if method == "mcpServer/elicitation/request":
-        return RequestOpenedPayload(requestType="tool_user_input",
-                                    detail=_unset(_str(p, "message")))
-    if method == "item/tool/call":
-        tool = _str(p, "tool")
-        return RequestOpenedPayload(requestType="dynamic_tool_call",
-                                    toolName=normalize_tool_name(tool) if tool else UNSET,
-                                    args=p.get("arguments"))
-    if method == "account/chatgptAuthTokens/refresh":
-        return RequestOpenedPayload(requestType="auth_tokens_refresh",
-                                    detail=_unset(_str(p, "reason")), args=p)
-    if method == "item/permissions/requestApproval":
-        return RequestOpenedPayload(requestType="unknown", detail=reason or "permissions",
-                                    args=p)
-    # attestation/generate, or a request this Codex version does not define
-    return RequestOpenedPayload(requestType="unknown", detail=method, args=params)
-
-
-#: `decision` carries the v2 spelling of Codex's word (as it always did); the legacy
-#: ReviewDecision's own spelling stays in `resolution`.
-_VERBS = {
-    "accept": "accept", "acceptForSession": "acceptForSession", "decline": "decline",
-    "cancel": "cancel", "approved": "accept", "approved_for_session": "acceptForSession",
-    "approved_mcp_policy_amendment": "acceptForSession", "denied": "decline",
-    "abort": "cancel", "timed_out": "decline",
-}
-
-
-#: The shared word (topics.canonical.Decision) for each of Codex's, v2 and legacy: both
-#: `cancel` and the legacy `abort` refuse and stop the turn; `timed_out` (an automatic
-#: review that reached no decision) leaves the command unrun and the turn going.
-_OUTCOMES: dict[str, Decision] = {
-    "accept": "accept", "acceptForSession": "accept_for_session", "decline": "decline",
-    "cancel": "cancel", "approved": "accept", "approved_for_session": "accept_for_session",
-    "approved_mcp_policy_amendment": "accept_for_session", "denied": "decline",
-    "abort": "cancel", "timed_out": "decline",
-}
-
-_Decided = tuple[str | UnsetType, Any, Decision | UnsetType]
-
-
-def _decision(value: Any) -> _Decided:
-    """(decision, resolution, outcome): the resolution keeps what the decision word
-    alone cannot say (a legacy spelling, the amendment object)."""
-    if isinstance(value, str):
-        verb = _VERBS.get(value, value)
-        return verb, UNSET if verb == value else value, _OUTCOMES.get(value, UNSET)
-    if isinstance(value, dict) and len(value) == 1:
-        (kind, body), = value.items()
-        if kind == "denied":  # ReviewDecision {"denied": {"rejection": ...}}
-            return "decline", value, "decline"
-        if kind in ("applyNetworkPolicyAmendment", "network_policy_amendment"):
-            inner = body.get(kind if kind == "network_policy_amendment"
-                             else "network_policy_amendment") if isinstance(body, dict) else None
-            action = inner.get("action") if isinstance(inner, dict) else None
-            if action == "deny":
-                return "decline", value, "decline"
-            return "accept", value, "accept_for_session"  # a standing rule for the host
-        # accept this action, and amend the exec policy for the next ones
-        return "accept", value, "accept_for_session"
-    return UNSET, value, UNSET
-
-
-def _read_answer(req: OpenRequest, result: dict[str, Any]
-                 ) -> tuple[str | UnsetType, Any, Any, Decision | UnsetType]:
-    """(decision, resolution, user-input answers, outcome) from the client's result."""
-    method = req.method
-    if method in ("item/commandExecution/requestApproval", "item/fileChange/requestApproval",
-                  "applyPatchApproval", "execCommandApproval"):
-        decision, resolution, outcome = _decision(result.get("decision"))
-        return decision, resolution, None, outcome
-    if method == "item/tool/requestUserInput":
-        return UNSET, UNSET, result.get("answers"), UNSET
-    if method == "mcpServer/elicitation/request":
-        action = _str(result, "action")
-        return _unset(action), UNSET, result.get("content"), elicitation_decision(action)
-    if method == "item/permissions/requestApproval":
-        if not result.get("permissions"):
-            return "decline", result, None, "decline"
-        if result.get("scope") == "session":
-            return "acceptForSession", result, None, "accept_for_session"
-        return "accept", result, None, "accept"
-    if method == "item/tool/call":
-        return UNSET, result, None, UNSET
-    if method == "account/chatgptAuthTokens/refresh":
-        # never copy the access token
-        return UNSET, {k: v for k, v in result.items() if k != "accessToken"}, None, UNSET
-    if method == "attestation/generate":
-        return UNSET, {}, None, UNSET  # the token is a secret
-    if "decision" in result:  # an approval this version does not define
-        decision, _, outcome = _decision(result["decision"])
-        return decision, result, None, outcome
-    return UNSET, result, None, UNSET
-
-
-def _resolve(out: Emitter, key: str, req: OpenRequest, *, decision: str | UnsetType,
-             resolution: Any, answers: Any, outcome: Decision | UnsetType = UNSET) -> None:
-    """`outcome` UNSET: the stream does not say (an error answer, a request the server
-    cleared without the client's answer in the stream)."""
-    at = _At(out, thread=req.thread, turn=req.turn, item=req.item, request=key)
-    if req.method in _USER_INPUT:
-        answered: InputOutcome | UnsetType = UNSET
-        if req.method == "item/tool/requestUserInput":
-            answered = "answered" if answers is not None else UNSET
-        elif isinstance(decision, str):
-            answered = elicitation_outcome({"action": decision})
-        out.emit(UserInputResolved, UserInputResolvedPayload(answers=answers, outcome=answered),
-                 **at.kw)
-    out.emit(RequestResolved, RequestResolvedPayload(
-        requestType=req.requestType, decision=decision, resolution=resolution,  # type: ignore[arg-type]
-        outcome=outcome), **at.kw)
-
-
-def _drop_request(state: State, key: str) -> State:
-    requests = dict(state.requests)
-    requests.pop(key, None)
-    return _replace(state, requests=requests)
-
-
-def _on_server_request_resolved(state: State, p: dict[str, Any], out: Emitter) -> State:
-    """The server's word that a request is settled: answered (then the client's
-    response already resolved it) or cleared at turn start/completion/interrupt."""
-    key = _rid(p.get("requestId"))
-    req = state.requests.get(key)
-    if req is None:
-        return state
-    _resolve(out, key, req, decision=UNSET, resolution=UNSET, answers=None)
-    return _drop_request(state, key)
-
-
-# ---- threads ----------------------------------------------------------------------
-
-
-def _on_thread_started(state: State, p: dict[str, Any], out: Emitter) -> State:
-    thread = _dict(p.get("thread"), "thread/started thread")
-    return _announce_thread(state, out, _req_str(thread, "id", "thread"))
-
-
-_THREAD_STATES = {"active": "active", "idle": "idle", "systemError": "error",
-                  "notLoaded": "closed"}
-
-
-def _on_thread_status_changed(state: State, p: dict[str, Any], out: Emitter) -> State:
-    status = _dict(p.get("status"), "thread/status/changed status")
-    ts = _THREAD_STATES.get(_str(status, "type") or "", "idle")
-    out.emit(ThreadStateChanged, ThreadStateChangedPayload(state=ts, detail=status),  # type: ignore[arg-type]
-             **_At(out, thread=_str(p, "threadId")).kw)
-    return state
-
-
-def _thread_state(ts: str, detail: Any = UNSET) -> Callable[[State, dict[str, Any], Emitter], State]:
-    def handler(state: State, p: dict[str, Any], out: Emitter) -> State:
-        out.emit(ThreadStateChanged, ThreadStateChangedPayload(state=ts, detail=detail),  # type: ignore[arg-type]
-                 **_At(out, thread=_str(p, "threadId"), turn=_str(p, "turnId")).kw)
-        return state
-    return handler
-
-
-def _thread_metadata(*keys: str, const: dict[str, Any] | None = None
-                     ) -> Callable[[State, dict[str, Any], Emitter], State]:
-    """thread.metadata.updated carrying `keys` of the params (or `const`), for the
-    many small thread facts Codex announces."""
-    def handler(state: State, p: dict[str, Any], out: Emitter) -> State:
-        meta = dict(const) if const is not None else {k: p.get(k) for k in keys}
-        out.emit(ThreadMetadataUpdated, ThreadMetadataUpdatedPayload(metadata=meta),
-                 **_At(out, thread=_str(p, "threadId"), turn=_str(p, "turnId")).kw)
-        return state
-    return handler
-
-
-def _on_thread_name_updated(state: State, p: dict[str, Any], out: Emitter) -> State:
-    name = _str(p, "threadName")
-    payload = (ThreadMetadataUpdatedPayload(name=name) if name is not None
-               else ThreadMetadataUpdatedPayload(metadata={"threadName": None}))
-    out.emit(ThreadMetadataUpdated, payload, **_At(out, thread=_str(p, "threadId")).kw)
-    return state
-
-
-def _on_thread_environment(connected: bool) -> Callable[[State, dict[str, Any], Emitter], State]:
-    def handler(state: State, p: dict[str, Any], out: Emitter) -> State:
-        meta = {"environment": {"environmentId": p.get("environmentId"), "connected": connected}}
-        out.emit(ThreadMetadataUpdated, ThreadMetadataUpdatedPayload(metadata=meta),
-                 **_At(out, thread=_str(p, "threadId")).kw)
-        return state
-    return handler
-
-
-def _on_thread_settings_updated(state: State, p: dict[str, Any], out: Emitter) -> State:
-    settings = _dict(p.get("threadSettings"), "thread/settings/updated threadSettings")
-    out.emit(SessionConfigured, SessionConfiguredPayload(config=settings),
-             **_At(out, thread=_str(p, "threadId")).kw)
-    return _replace(state, model=_str(settings, "model") or state.model)
-
-
-def codex_tokens(breakdown: Any) -> TokenUsage | None:
-    """TokenUsage of one Codex token breakdown (a `tokenUsage.total` or `.last`), None
-    when it is no dict. OpenAI's rule: `inputTokens` includes the cached input (and the
-    cache writes), `outputTokens` includes the reasoning."""
-    if not isinstance(breakdown, dict):
-        return None
-    return tokens(input=native_count(breakdown, "inputTokens"),
-                  cachedInput=native_count(breakdown, "cachedInputTokens"),
-                  cacheWrite=native_count(breakdown, "cacheWriteInputTokens"),
-                  output=native_count(breakdown, "outputTokens"),
-                  reasoningOutput=native_count(breakdown, "reasoningOutputTokens"))
-
-
-def turn_tokens(base: TokenUsage | None, usage: Any) -> TokenUsage | None:
-    """A turn's tokens from its latest `tokenUsage` ({total, last}: `total` runs over the
-    whole thread, `last` is the last model call only, and an update may repeat): the
-    total's gain since `base`, the total before the turn's first call. None without a
-    total."""
-    total = codex_tokens(usage.get("total")) if isinstance(usage, dict) else None
-    if total is None:
-        return None
-    return subtract(total, base) if base is not None else total
-
-
-def _on_token_usage(state: State, p: dict[str, Any], out: Emitter) -> State:
-    usage = p.get("tokenUsage")
-    turn = _str(p, "turnId")
-    total = codex_tokens(usage.get("total")) if isinstance(usage, dict) else None
-    out.emit(ThreadTokenUsageUpdated,
-             ThreadTokenUsageUpdatedPayload(usage=usage, tokens=_unset(total)),
-             **_At(out, thread=_str(p, "threadId"), turn=turn).kw)
-    if turn is not None and turn in state.turns:
-        open_turn = state.turns[turn]
-        base = open_turn.base
-        if base is None and total is not None:  # the turn's first update
-            last = codex_tokens(usage.get("last")) if isinstance(usage, dict) else None
-            base = subtract(total, last) if last is not None else tokens()
-        turns = dict(state.turns)
-        turns[turn] = _replace(open_turn, usage=usage, base=base)
-        state = _replace(state, turns=turns)
-    return state
-
-
-# ---- turns ------------------------------------------------------------------------
-
-
-_TURN_STATES = {"completed": "completed", "interrupted": "interrupted", "failed": "failed",
-                # a turn that ends while still "inProgress" did not finish its work
-                "inProgress": "interrupted"}
-
-
-def _turn_ids(p: dict[str, Any], method: str) -> tuple[str, str, dict[str, Any]]:
-    turn = _dict(p.get("turn"), f"{method} turn")
-    return _req_str(p, "threadId", method), _req_str(turn, "id", f"{method} turn"), turn
-
-
-def _on_turn_started(state: State, p: dict[str, Any], out: Emitter) -> State:
-    thread, tid, _ = _turn_ids(p, "turn/started")
-    if tid in state.turns or tid in state.closedTurns:
-        return state
-    # one turn runs at a time in a thread: an older one left open was lost
-    for old, t in list(state.turns.items()):
-        if t.thread == thread:
-            state = _end_turn(state, out, old, "interrupted", synthetic=True)
-    return _start_turn(state, out, thread, tid, synthetic=False)
-
-
-def _start_turn(state: State, out: Emitter, thread: str, tid: str, synthetic: bool) -> State:
-    state = _announce_thread(state, out, thread, synthetic=True)
-    out.emit(TurnStarted, TurnStartedPayload(model=_unset(state.model)), synthetic=synthetic,
-             **_At(out, thread=thread, turn=tid).kw)
-    return _replace(state, turns={**state.turns, tid: OpenTurn(thread=thread)})
-
-
-def _ensure_turn(state: State, out: Emitter, thread: str, tid: str) -> State:
-    if tid in state.turns or tid in state.closedTurns:
-        return state
-    return _start_turn(state, out, thread, tid, synthetic=True)
-
-
-def _on_turn_completed(state: State, p: dict[str, Any], out: Emitter) -> State:
-    thread, tid, turn = _turn_ids(p, "turn/completed")
-    if tid in state.closedTurns:
-        return state
-    state = _ensure_turn(state, out, thread, tid)
-    status = _TURN_STATES.get(_str(turn, "status") or "", "completed")
-    return _end_turn(state, out, tid, status, turn=turn)
-
-
-def _error_class(info: Any) -> str:
-    """runtime.error class of a CodexErrorInfo (a string, or a one-key object)."""
-    kind = next(iter(info), None) if isinstance(info, dict) else info
-    if kind in ("httpConnectionFailed", "responseStreamConnectionFailed",
-                "responseStreamDisconnected"):
-        return "transport_error"
-    if kind in ("unauthorized", "cyberPolicy", "bioPolicy", "misalignmentPolicyViolation",
-                "tooManyDenials", "inferenceHookDenied", "sandboxError"):
-        return "permission_error"
-    if kind in ("badRequest", "activeTurnNotSteerable"):
-        return "validation_error"
-    return "provider_error"
-
-
-def _end_turn(state: State, out: Emitter, tid: str, status: str, *,
-              turn: dict[str, Any] | None = None, synthetic: bool = False) -> State:
-    t = state.turns[tid]
-    # items the turn never completed (the streaming agentMessage of an interrupted turn)
-    for native_id, item in list(state.items.items()):
-        if item.turn == tid:
-            _close_open(out, native_id, item, status)
-    items = {k: v for k, v in state.items.items() if v.turn != tid}
-    at = _At(out, thread=t.thread, turn=tid)
-    error = turn.get("error") if turn else None
-    message = _str(error, "message") if isinstance(error, dict) else None
-    if status == "failed" and not t.errorReported:
-        info = error.get("codexErrorInfo") if isinstance(error, dict) else None
-        out.emit(RuntimeErrorEvent, RuntimeErrorPayload(
-            message=message or "turn failed", errorClass=_error_class(info),  # type: ignore[arg-type]
-            willRetry=False, detail=_unset(error)), **at.kw)
-    duration = _int(turn, "durationMs") if turn else None
-    end_turn(out, at.at(), TurnCompletedPayload(
-        state=status, usage=_unset(t.usage), durationMs=_unset(duration),  # type: ignore[arg-type]
-        errorMessage=_unset(message), tokens=_unset(turn_tokens(t.base, t.usage))), synthetic)
-    turns = dict(state.turns)
-    del turns[tid]
-    return _replace(state, turns=turns, items=items,
-                    closedTurns=closed_turns(state.closedTurns, tid, _CLOSED_KEPT))
-
-
-def _on_error(state: State, p: dict[str, Any], out: Emitter) -> State:
-    error = _dict(p.get("error"), "error.error")
-    will_retry = p.get("willRetry") is True
-    turn = _str(p, "turnId")
-    out.emit(RuntimeErrorEvent, RuntimeErrorPayload(
-        message=_str(error, "message") or "error", errorClass=_error_class(  # type: ignore[arg-type]
-            error.get("codexErrorInfo")), willRetry=will_retry, detail=error),
-        **_At(out, thread=_str(p, "threadId"), turn=turn).kw)
-    if not will_retry and turn is not None and turn in state.turns:
-        turns = dict(state.turns)
-        turns[turn] = _replace(turns[turn], errorReported=True)
-        state = _replace(state, turns=turns)
-    return state
-
-
-def _on_turn_diff_updated(state: State, p: dict[str, Any], out: Emitter) -> State:
-    out.emit(TurnDiffUpdated, TurnDiffUpdatedPayload(unifiedDiff=_req_str(p, "diff", "turn/diff")),
-             **_At(out, thread=_str(p, "threadId"), turn=_str(p, "turnId")).kw)
-    return state
-
-
-def _on_turn_plan_updated(state: State, p: dict[str, Any], out: Emitter) -> State:
-    steps = p.get("plan")
-    plan = [
-        PlanStep(step=s["step"] if isinstance(s.get("step"), str) else "",
-                 status=s["status"] if s.get("status") in ("pending", "inProgress", "completed")
-                 else "pending")
-        for s in (steps if isinstance(steps, list) else []) if isinstance(s, dict)
-    ]
-    out.emit(TurnPlanUpdated, TurnPlanUpdatedPayload(explanation=_unset(_str(p, "explanation")),
-                                                     plan=plan),
-             **_At(out, thread=_str(p, "threadId"), turn=_str(p, "turnId")).kw)
-    return state
-
-
-# ---- items ------------------------------------------------------------------------
-
-
-_ITEM_TYPES = {
-    "userMessage": "user_message",
-    "hookPrompt": "user_message",  # a prompt a hook injected on the user's side
-    "agentMessage": "assistant_message",
-    "reasoning": "reasoning",
-    "plan": "plan",
-    "commandExecution": "command_execution",
-    "fileChange": "file_change",
-    "mcpToolCall": "mcp_tool_call",
-    "dynamicToolCall": "dynamic_tool_call",
-    "functionCallOutput": "dynamic_tool_call",  # the result of a tool with no item of its own
-    "collabAgentToolCall": "collab_agent_tool_call",
-    "webSearch": "web_search",
-    "imageView": "image_view",
-    "imageGeneration": "dynamic_tool_call",
-    "sleep": "dynamic_tool_call",  # the model's clock.sleep tool
-    "enteredReviewMode": "review_entered",
-    "exitedReviewMode": "review_exited",
-    "contextCompaction": "context_compaction",
-    # a sub-agent's lifecycle notice: no canonical item type fits it
-    "subAgentActivity": "unknown",
-}
-_TOOL_KINDS = frozenset({
-    "commandExecution", "fileChange", "mcpToolCall", "dynamicToolCall", "functionCallOutput",
-    "collabAgentToolCall", "webSearch", "imageView", "imageGeneration", "sleep",
-})
-#: item fields whose content travels elsewhere (text, output), left out of `data`
-_BULKY = {
-    "agentMessage": ("text",), "plan": ("text",),
-    "commandExecution": ("aggregatedOutput",), "exitedReviewMode": ("review",),
-    "functionCallOutput": ("output",), "hookPrompt": ("fragments",),
-}
-_STATUSES = {"inProgress": "inProgress", "completed": "completed", "failed": "failed",
-             "declined": "declined", "interrupted": "failed"}
-
-
-def _join_text(parts: Any, key: str) -> str:
-    if not isinstance(parts, list):
-        return ""
-    return "".join(p[key] for p in parts if isinstance(p, dict) and isinstance(p.get(key), str))
-
-
-def _tool_output(kind: str, item: dict[str, Any], out: Emitter, cid: str) -> dict[str, Any]:
-    """The `output` fields of a completed tool item (canonical id `cid`): from the item,
-    or from its spooled output stream, taken (read and closed)."""
-    if kind == "commandExecution":
-        aggregated = item.get("aggregatedOutput")
-        if isinstance(aggregated, str):
-            return {"output": aggregated}
-        return taken(out, cid, "command_output", "output")
-    if kind == "fileChange":
-        return taken(out, cid, "file_change_output", "output")
-    return {"output": _item_output(kind, item)}
-
-
-def _item_output(kind: str, item: dict[str, Any]) -> str:
-    if kind == "mcpToolCall":
-        error = item.get("error")
-        if isinstance(error, dict) and isinstance(error.get("message"), str):
-            return error["message"]
-        result = item.get("result")
-        return _join_text(result.get("content"), "text") if isinstance(result, dict) else ""
-    if kind == "dynamicToolCall":
-        return _join_text(item.get("contentItems"), "text")
-    if kind == "functionCallOutput":
-        body = item.get("output")
-        return body if isinstance(body, str) else _join_text(body, "text")
-    if kind == "collabAgentToolCall":
-        states = item.get("agentsStates")
-        return "\n".join(s["message"] for s in states.values()
-                         if isinstance(s, dict) and isinstance(s.get("message"), str)
-                         ) if isinstance(states, dict) else ""
-    if kind == "imageGeneration":
-        return _str(item, "savedPath") or ""
-    return ""
-
-
-def _tool_fields(kind: str, item: dict[str, Any], cap: int) -> dict[str, Any]:
-    """Normalised tool name and input of a tool item (chat: tool_use), and the
-    normalised fields (command, cwd, paths, diff, url, query, MCP names) of its kind;
-    `cap`: the per-item cap (a diff's)."""
-    fields = _tool_name_input(kind, item)
-    name = fields.get("toolName")
-    if kind == "commandExecution":
-        command = command_text(item.get("command"))
-        if command is not None:
-            fields["command"] = command
-        if isinstance(item.get("cwd"), str) and item["cwd"]:
-            fields["cwd"] = item["cwd"]
-    elif kind == "fileChange":
-        fields.update(change_fields(item.get("changes"), cap))
-    elif kind == "webSearch":
-        action = item.get("action")
-        action = action if isinstance(action, dict) else {}
-        query = _str(item, "query") or _str(action, "query")
-        if query:
-            fields["query"] = query
-        if _str(action, "url"):
-            fields["url"] = action["url"]
-    elif isinstance(name, str):  # mcpToolCall, dynamicToolCall: by name and arguments
-        fields.update(tool_fields(name, item.get("arguments"), cap))
-        if kind == "mcpToolCall" and _str(item, "server") and _str(item, "tool"):
-            fields.update(mcpServer=item["server"], mcpTool=item["tool"])  # as Codex split them
-    return fields
-
-
-def _tool_name_input(kind: str, item: dict[str, Any]) -> dict[str, Any]:
-    if kind == "commandExecution":
-        if not isinstance(item.get("command"), str):  # a partial item: the start had it
-            return {"toolName": "Bash"}
-        inp: dict[str, Any] = {"command": item["command"]}
-        if isinstance(item.get("cwd"), str):
-            inp["cwd"] = item["cwd"]
-        return {"toolName": "Bash", "input": inp}
-    if kind == "fileChange":
-        changes = item.get("changes")
-        changes = changes if isinstance(changes, list) else []
-        title = ", ".join(
-            f"{c['kind'].get('type') if isinstance(c.get('kind'), dict) else c.get('kind')} "
-            f"{c.get('path')}" for c in changes if isinstance(c, dict))
-        return {"toolName": "Edit", "input": {"changes": changes}, "title": title or UNSET}
-    if kind == "mcpToolCall":
-        return {"toolName": mcp_tool_name(str(item.get("server")), str(item.get("tool"))),
-                "input": item.get("arguments")}
-    if kind == "dynamicToolCall":
-        return {"toolName": normalize_tool_name(str(item.get("tool"))),
-                "input": item.get("arguments")}
-    if kind == "functionCallOutput":
-        return {"toolName": normalize_tool_name(str(item.get("name")))}
-    if kind == "collabAgentToolCall":
-        return {"toolName": normalize_tool_name(str(item.get("tool"))), "title": str(item.get("tool")),
-                "input": {k: item.get(k) for k in ("prompt", "receiverThreadIds", "model")
-                          if item.get(k) is not None}}
-    if kind == "webSearch":
-        return {"toolName": "WebSearch", "input": {"query": item.get("query", "")},
-                "title": _unset(_str(item, "query"))}
-    if kind == "imageView":
-        return {"toolName": "view_image", "input": {"path": item.get("path")}}
-    if kind == "imageGeneration":
-        return {"toolName": "image_generation",
-                "input": {"revisedPrompt": item.get("revisedPrompt")}}
-    if kind == "sleep":
-        return {"toolName": "sleep", "input": {"durationMs": item.get("durationMs")}}
-    return {}
-
-
-def _status(kind: str, item: dict[str, Any], done: bool) -> str:
-    status = _STATUSES.get(_str(item, "status") or "")
-    if status is None or (done and status == "inProgress"):
-        status = "completed" if done else "inProgress"
-    if done and kind == "commandExecution" and status == "completed" \
-            and _int(item, "exitCode") not in (0, None):
-        return "failed"
-    if done and kind in ("dynamicToolCall", "mcpToolCall") and status == "completed" and (
-            item.get("success") is False or isinstance(item.get("error"), dict)):
-        return "failed"
-    return status
-
-
-def _payload(kind: str, item: dict[str, Any], done: bool, cap: int,
-             output: dict[str, Any] | None = None) -> ItemPayload:
-    """`output`: a completed tool item's output fields (_tool_output); `cap`: the
-    per-item cap (a diff's)."""
-    fields = _tool_fields(kind, item, cap) if kind in _TOOL_KINDS else {}
-    status = _status(kind, item, done)
-    if kind in _TOOL_KINDS and done:
-        fields.update(output if output is not None else {"output": ""})
-        fields["isError"] = status in ("failed", "declined")
-        if kind == "commandExecution":
-            fields["exitCode"] = _int(item, "exitCode")
-    if kind == "agentMessage":
-        fields["role"] = "assistant"
-        fields["phase"] = _unset(_str(item, "phase"))
-    elif kind in ("userMessage", "hookPrompt"):
-        fields["role"] = "user"
-        fields["author"] = "user"
-        if kind == "hookPrompt":
-            fields["detail"] = "hook prompt"
-            fields["author"] = "hook"
-    elif kind == "enteredReviewMode":
-        fields["title"] = _unset(_str(item, "review"))
-    elif kind == "subAgentActivity":
-        fields["title"] = f"sub-agent {item.get('kind')}: {item.get('agentPath')}"
-    if done:
-        text = _item_text(kind, item)
-        if text is not None:
-            fields["text"] = text
-    data = item
-    drop = _BULKY.get(kind)
-    if kind == "reasoning":  # `text` is the summary when there is one, else the raw content
-        drop = ("summary",) if item.get("summary") else ("content",)
-    if drop:
-        data = {k: v for k, v in item.items() if k not in drop}
-    elif kind == "userMessage" and isinstance(item.get("content"), list):
-        # the text is in `text`; images and other inputs stay
-        data = {**item, "content": [c for c in item["content"]
-                                    if not (isinstance(c, dict) and c.get("type") == "text")]}
-    return ItemPayload(itemType=_ITEM_TYPES.get(kind, "unknown"),  # type: ignore[arg-type]
-                       status=status, data=data, **fields)  # type: ignore[arg-type]
-
-
-def _item_text(kind: str, item: dict[str, Any]) -> str | None:
-    if kind in ("agentMessage", "plan"):
-        return _str(item, "text") or ""
-    if kind == "userMessage":
-        content = native_list(item.get("content"), "userMessage content")
-        return "\n".join(c["text"] for c in content
-                         if isinstance(c, dict) and c.get("type") == "text"
-                         and isinstance(c.get("text"), str))
-    if kind == "hookPrompt":
-        fragments = native_list(item.get("fragments"), "hookPrompt fragments")
-        return "\n".join(f["text"] for f in fragments
-                         if isinstance(f, dict) and isinstance(f.get("text"), str))
-    if kind == "reasoning":
-        parts = native_list(item.get("summary") or item.get("content"), "reasoning summary")
-        return "\n\n".join(s for s in parts if isinstance(s, str))
-    if kind == "exitedReviewMode":
-        return _str(item, "review") or ""
-    return None
-
-
-def _item_of(p: dict[str, Any], method: str) -> tuple[dict[str, Any], str, str, str, str]:
-    item = _dict(p.get("item"), f"{method} item")
-    return (item, _req_str(item, "id", f"{method} item"), _str(item, "type") or "unknown",
-            _req_str(p, "threadId", method), _req_str(p, "turnId", method))
-
-
-def _open_item(state: State, out: Emitter, thread: str, turn: str, native_id: str, kind: str,
-               payload: ItemPayload, synthetic: bool) -> State:
-    state = _ensure_turn(state, out, thread, turn)
-    start_item(out, _item_at(out, thread, turn, native_id), payload, synthetic)
-    item = OpenItem(kind=kind, thread=thread, turn=turn,
-                    tool=payload.toolName if isinstance(payload.toolName, str) else None,
-                    phase=payload.phase if isinstance(payload.phase, str) else None)
-    return _replace(state, items={**state.items, native_id: item})
-
-
-def _on_item_started(state: State, p: dict[str, Any], out: Emitter) -> State:
-    item, native_id, kind, thread, turn = _item_of(p, "item/started")
-    if native_id in state.items:  # a repeated start adds nothing
-        return state
-    return _open_item(state, out, thread, turn, native_id, kind,
-                      _payload(kind, item, False, out.cap), synthetic=False)
-
-
-def _on_item_completed(state: State, p: dict[str, Any], out: Emitter) -> State:
-    item, native_id, kind, thread, turn = _item_of(p, "item/completed")
-    if native_id not in state.items:
-        state = _open_item(state, out, thread, turn, native_id, kind,
-                           _payload(kind, item, False, out.cap), synthetic=True)
-    at = _item_at(out, thread, state.items[native_id].turn, native_id)
-    # the final text, less what the deltas already carried (seed 000 delta policy)
-    for key, final, stream, index in _final_texts(kind, item):
-        content, summary = _indices(stream, index)
-        rest(out, at, stream, final, key, content, summary)
-    output = _tool_output(kind, item, out, at.item_id) if kind in _TOOL_KINDS else None
-    complete_item(out, at, _payload(kind, item, True, out.cap, output=output))
-    items = dict(state.items)
-    del items[native_id]
-    return _replace(state, items=items)
-
-
-def _final_texts(kind: str, item: dict[str, Any]) -> list[tuple[str, str, str, int | None]]:
-    """(stream key, final text, stream kind, index) of a completed text item."""
-    if kind == "agentMessage":
-        return [("assistant_text", _str(item, "text") or "", "assistant_text", None)]
-    if kind == "plan":
-        return [("plan_text", _str(item, "text") or "", "plan_text", None)]
-    if kind == "reasoning":
-        out: list[tuple[str, str, str, int | None]] = []
-        for field, stream in (("summary", "reasoning_summary_text"), ("content", "reasoning_text")):
-            parts = item.get(field)
-            for i, s in enumerate(parts if isinstance(parts, list) else []):
-                if isinstance(s, str):
-                    out.append((f"{stream}:{i}", s, stream, i))
-        return out
-    return []
-
-
-def _indices(stream: str, index: int | None) -> tuple[int | None, int | None]:
-    """(contentIndex, summaryIndex) of a delta of `stream` at `index`."""
-    return (None, index) if stream == "reasoning_summary_text" else (index, None)
-
-
-def _close_open(out: Emitter, native_id: str, item: OpenItem, turn_status: str) -> None:
-    """A synthetic item.completed for an item its turn ended without completing."""
-    kind = item.kind
-    at = _item_at(out, item.thread, item.turn, native_id)
-    fields: dict[str, Any] = {}
-    if kind in _TOOL_KINDS:
-        # the input is not known here; item.started carried it
-        fields = {"toolName": _unset(item.tool), **_tool_output(kind, {}, out, at.item_id)}
-        fields["isError"] = turn_status != "completed"
-    if kind == "reasoning":
-        fields.update(_reasoning_streamed(out, at.item_id))
-    if kind == "agentMessage":
-        fields["role"] = "assistant"
-        fields["phase"] = _unset(item.phase)
-    # streams left unread (an item of another kind's deltas) are closed with it
-    close_item(out, at, _ITEM_TYPES.get(kind, "unknown"),
-               "completed" if turn_status == "completed" else "failed",
-               f"the turn ended ({turn_status}) before the item completed",
-               text_stream={"agentMessage": "assistant_text", "plan": "plan_text"}.get(kind), **fields)
-
-
-def _reasoning_streamed(out: Emitter, cid: str) -> dict[str, Any]:
-    """The `text` fields of a reasoning item its turn never completed: its streams
-    (summary parts and raw content, in the order they opened), taken and joined."""
-    prefix = cid + "/"
-    names = [k[len(prefix):] for k in out.streams
-             if k.startswith(prefix) and k.startswith("reasoning", len(prefix))]
-    wholes = [w for w in (out.take(cid, name) for name in names) if w is not None]
-    text = "\n\n".join(w.text for w in wholes)
-    if not any(w.truncated for w in wholes):
-        return {"text": text}
-    length = sum(w.length for w in wholes) + 2 * (len(wholes) - 1)
-    return whole_fields(Whole(text, length, True), "text")
-
-
-# ---- deltas and item updates ---------------------------------------------------------
-
-
-def _ensure_item(state: State, out: Emitter, p: dict[str, Any], method: str, kind: str
-                 ) -> tuple[State, str, OpenItem]:
-    """The open item a delta or update names, started synthetically when the delta
-    came first (seed 000: part before message -> stub item.started)."""
-    native_id = _req_str(p, "itemId", method)
-    if native_id not in state.items:
-        thread, turn = _req_str(p, "threadId", method), _req_str(p, "turnId", method)
-        state = _open_item(state, out, thread, turn, native_id, kind,
-                           _payload(kind, {"id": native_id, "type": kind}, False, out.cap),
-                           synthetic=True)
-    return state, native_id, state.items[native_id]
-
-
-def _delta(kind: str, stream: str, index_field: str | None = None
-           ) -> Callable[[State, dict[str, Any], Emitter], State]:
-    def handler(state: State, p: dict[str, Any], out: Emitter) -> State:
-        method = f"{kind} delta"
-        text = _req_str(p, "delta", method)
-        index = _int(p, index_field) if index_field else None
-        state, native_id, item = _ensure_item(state, out, p, method, kind)
-        content, summary = _indices(stream, index)
-        # spooled, every stream (see the module docstring); "" opens it
-        delta(out, _item_at(out, item.thread, item.turn, native_id), stream,
-              text, stream if index_field is None else f"{stream}:{index}", content, summary)
-        return state
-    return handler
-
-
-def _item_update(kind: str, *keys: str) -> Callable[[State, dict[str, Any], Emitter], State]:
-    """item.updated carrying `keys` of the params (the changes, a terminal input, ...)."""
-    def handler(state: State, p: dict[str, Any], out: Emitter) -> State:
-        state, native_id, item = _ensure_item(state, out, p, f"{kind} update", kind)
-        data = {k: p.get(k) for k in keys}
-        fields: dict[str, Any] = {"toolName": _unset(item.tool)}
-        if kind == "fileChange":
-            fields["input"] = {"changes": p.get("changes")}
-            # the patch as the model writes it, every half second: its files, no diff yet
-            fields.update(change_fields(p.get("changes"), out.cap, diff=False))
-        out.emit(ItemUpdated, ItemPayload(itemType=_ITEM_TYPES[kind], status="inProgress",  # type: ignore[arg-type]
-                                          data=data, **fields),
-                 **_At(out, thread=item.thread, turn=item.turn, item=native_id).kw)
-        return state
-    return handler
-
-
-def _on_mcp_progress(state: State, p: dict[str, Any], out: Emitter) -> State:
-    native_id = _str(p, "itemId")
-    item = state.items.get(native_id) if native_id is not None else None
-    out.emit(ToolProgress, ToolProgressPayload(toolUseId=_unset(native_id),
-                                               toolName=_unset(item.tool if item else None),
-                                               summary=_unset(_str(p, "message"))),
-             **_At(out, thread=_str(p, "threadId"), turn=_str(p, "turnId"), item=native_id).kw)
-    return state
-
-
-# ---- hooks, reviews, account, MCP, config, realtime -----------------------------------
-
-
-_HOOK_OUTCOMES = {"completed": "success", "running": "success", "failed": "error",
-                  "blocked": "error", "stopped": "cancelled"}
-
-
-def _on_hook(done: bool) -> Callable[[State, dict[str, Any], Emitter], State]:
-    def handler(state: State, p: dict[str, Any], out: Emitter) -> State:
-        run = _dict(p.get("run"), "hook run")
-        hook_id = str(run.get("id"))
-        at = _At(out, thread=_str(p, "threadId"), turn=_str(p, "turnId"))
-        if not done:
-            out.emit(HookStarted, HookStartedPayload(
-                hookId=hook_id, hookName=_str(run, "sourcePath") or str(run.get("handlerType")),
-                hookEvent=str(run.get("eventName"))), **at.kw)
-            return state
-        output = "\n".join(e["text"] for e in native_list(run.get("entries"), "hook run entries")
-                           if isinstance(e, dict) and isinstance(e.get("text"), str))
-        out.emit(HookCompleted, HookCompletedPayload(
-            hookId=hook_id, outcome=_HOOK_OUTCOMES.get(str(run.get("status")), "success"),  # type: ignore[arg-type]
-            output=output or UNSET), **at.kw)
-        return state
-    return handler
-
-
-def _on_auto_review(done: bool) -> Callable[[State, dict[str, Any], Emitter], State]:
-    """The guardian's automatic review of an approval: a background task."""
-    def handler(state: State, p: dict[str, Any], out: Emitter) -> State:
-        review_id = _req_str(p, "reviewId", "autoApprovalReview")
-        at = _At(out, thread=_str(p, "threadId"), turn=_str(p, "turnId"),
-                 item=_str(p, "targetItemId"))
-        action = p.get("action")
-        kind = _str(action, "type") if isinstance(action, dict) else None
-        if not done:
-            out.emit(TaskStarted, TaskStartedPayload(
-                taskId=review_id, description=f"automatic approval review ({kind})",
-                taskType="autoApprovalReview"), **at.kw)
-            return state
-        review = p.get("review")
-        review = review if isinstance(review, dict) else {}
-        verdict = _str(review, "status") or "completed"
-        rationale = _str(review, "rationale")
-        out.emit(TaskCompleted, TaskCompletedPayload(
-            taskId=review_id,
-            status="stopped" if verdict in ("aborted", "timedOut") else "completed",
-            summary=f"{verdict}: {rationale}" if rationale else verdict), **at.kw)
-        return state
-    return handler
-
-
-def _on_account_updated(state: State, p: dict[str, Any], out: Emitter) -> State:
-    out.emit(AccountUpdated, AccountUpdatedPayload(account=p))
-    return state
-
-
-def _on_rate_limits(state: State, p: dict[str, Any], out: Emitter) -> State:
-    out.emit(AccountRateLimitsUpdated, AccountRateLimitsUpdatedPayload(rateLimits=p.get("rateLimits")))
-    return state
-
-
-def _on_auth(authenticating: bool | None) -> Callable[[State, dict[str, Any], Emitter], State]:
-    """Login, gateway OAuth and model-provider auth recovery progress: auth.status."""
-    def handler(state: State, p: dict[str, Any], out: Emitter) -> State:
-        busy = authenticating
-        if busy is None:  # account/gatewayOAuth/changed says it in `status`
-            busy = p.get("status") in ("notReady", "started")
-        message = _str(p, "message")
-        out.emit(AuthStatus, AuthStatusPayload(
-            isAuthenticating=busy, output=[message] if message else UNSET,
-            error=_unset(_str(p, "error"))),
-            **_At(out, thread=_str(p, "threadId"), turn=_str(p, "turnId")).kw)
-        return state
-    return handler
-
-
-def _on_mcp_oauth(state: State, p: dict[str, Any], out: Emitter) -> State:
-    out.emit(McpOauthCompleted, McpOauthCompletedPayload(
-        success=p.get("success") is True, name=_unset(_str(p, "name")),
-        error=_unset(_str(p, "error"))), **_At(out, thread=_str(p, "threadId")).kw)
-    return state
-
-
-def _on_mcp_status(state: State, p: dict[str, Any], out: Emitter) -> State:
-    out.emit(McpStatusUpdated, McpStatusUpdatedPayload(status=p),
-             **_At(out, thread=_str(p, "threadId")).kw)
-    return state
-
-
-def _on_model_rerouted(state: State, p: dict[str, Any], out: Emitter) -> State:
-    out.emit(ModelRerouted, ModelReroutedPayload(
-        fromModel=str(p.get("fromModel")), toModel=str(p.get("toModel")),
-        reason=str(p.get("reason"))),
-        **_At(out, thread=_str(p, "threadId"), turn=_str(p, "turnId")).kw)
-    return state
-
-
-def _on_config_warning(state: State, p: dict[str, Any], out: Emitter) -> State:
-    out.emit(ConfigWarning, ConfigWarningPayload(
-        summary=str(p.get("summary")), details=_unset(_str(p, "details")),
-        path=_unset(_str(p, "path")), range=_unset(p.get("range"))))
-    return state
-
-
-def _on_user_warning(state: State, p: dict[str, Any], out: Emitter) -> State:
-    # runtime.warning is kept for messages this adapter does not know; Codex's own
-    # user-facing warnings (`warning`, `guardianWarning`) are notices with a summary
-    out.emit(ConfigWarning, ConfigWarningPayload(summary=str(p.get("message"))),
-             **_At(out, thread=_str(p, "threadId")).kw)
-    return state
-
-
-def _on_world_writable(state: State, p: dict[str, Any], out: Emitter) -> State:
-    paths = p.get("samplePaths")
-    paths = [x for x in paths if isinstance(x, str)] if isinstance(paths, list) else []
-    extra = _int(p, "extraCount") or 0
-    out.emit(ConfigWarning, ConfigWarningPayload(
-        summary="world-writable directories weaken the Windows sandbox",
-        details=(", ".join(paths) + (f" and {extra} more" if extra else "")) or UNSET))
-    return state
-
-
-def _on_deprecation(state: State, p: dict[str, Any], out: Emitter) -> State:
-    out.emit(DeprecationNotice, DeprecationNoticePayload(
-        summary=str(p.get("summary")), details=_unset(_str(p, "details"))))
-    return state
-
-
-def _on_windows_sandbox(state: State, p: dict[str, Any], out: Emitter) -> State:
-    ok = p.get("success") is True
-    out.emit(SessionStateChanged, SessionStateChangedPayload(
-        state="ready" if ok else "error", reason=f"windows sandbox setup ({p.get('mode')})",
-        detail=p))
-    return state
-
-
-def _on_realtime_started(state: State, p: dict[str, Any], out: Emitter) -> State:
-    out.emit(ThreadRealtimeStarted, ThreadRealtimeStartedPayload(
-        realtimeSessionId=_unset(_str(p, "realtimeSessionId"))),
-        **_At(out, thread=_str(p, "threadId")).kw)
-    return state
-
-
-def _on_realtime_item(state: State, p: dict[str, Any], out: Emitter) -> State:
-    out.emit(ThreadRealtimeItemAdded, ThreadRealtimeItemAddedPayload(item=p.get("item")),
-             **_At(out, thread=_str(p, "threadId")).kw)
-    return state
-
-
-def _on_realtime_transcript_done(state: State, p: dict[str, Any], out: Emitter) -> State:
-    item = {"type": "transcript", "role": p.get("role"), "text": p.get("text")}
-    out.emit(ThreadRealtimeItemAdded, ThreadRealtimeItemAddedPayload(item=item),
-             **_At(out, thread=_str(p, "threadId")).kw)
-    return state
-
-
-def _on_realtime_audio(state: State, p: dict[str, Any], out: Emitter) -> State:
-    out.emit(ThreadRealtimeAudioDelta, ThreadRealtimeAudioDeltaPayload(audio=p.get("audio")),
-             **_At(out, thread=_str(p, "threadId")).kw)
-    return state
-
-
-def _on_realtime_error(state: State, p: dict[str, Any], out: Emitter) -> State:
-    out.emit(ThreadRealtimeError, ThreadRealtimeErrorPayload(message=str(p.get("message"))),
-             **_At(out, thread=_str(p, "threadId")).kw)
-    return state
-
-
-def _on_realtime_closed(state: State, p: dict[str, Any], out: Emitter) -> State:
-    out.emit(ThreadRealtimeClosed, ThreadRealtimeClosedPayload(reason=_unset(_str(p, "reason"))),
-             **_At(out, thread=_str(p, "threadId")).kw)
-    return state
-
-
-# ---- the legacy mirror: codex/event/<type> ------------------------------------------
-
-
-_LEGACY_PREFIX: Final = "codex/event/"  # tested at every notification: a C static compiled
-_LEGACY_WARNED_KEPT: Final = 32  # kinds remembered as warned (State.legacyWarned)
-
-_LegacyHandler = Callable[[State, dict[str, Any], dict[str, Any], Emitter], State]
-
-
-def _on_legacy(state: State, obj: dict[str, Any], method: str, out: Emitter) -> State:
-    """A `codex/event/<type>` notification: a core event of the mirror (module docstring),
-    params `{id: turn id, msg: {type, ...}, conversationId: thread id}`.
-
-    Raises MalformedRecord when a translated kind's `msg` is not an object."""
-    kind = method[len(_LEGACY_PREFIX):]
-    if kind in LEGACY_IGNORED:
-        return state  # before session.started too: the mirror alone adds nothing
-    params = obj.get("params")
-    params = params if isinstance(params, dict) else {}
-    state = _ensure_session(state, out)
-    handler = _LEGACY_HANDLERS.get(kind)
-    if handler is not None:
-        return handler(state, params, _dict(params.get("msg"), f"{method} msg"), out)
-    if kind in state.legacyWarned:
-        return state
-    conversation = _str(params, "conversationId")
-    thread = out.id("thr", conversation) if conversation is not None else UNSET
-    reason = LEGACY_WARNED.get(kind)
-    if reason is None:
-        out.unknown(method, thread=thread)
-    else:
-        out.emit(RuntimeWarningEvent, RuntimeWarningPayload(
-            message=f"codex legacy event {kind!r} carries what no app-server v2 notification "
-                    f"does ({reason}); reported once per session",
-            detail={"nativeType": method}), with_raw=True, thread=thread)
-    warned = (*state.legacyWarned, kind)[-_LEGACY_WARNED_KEPT:]
-    return _replace(state, legacyWarned=warned)
-
-
-def _on_legacy_mcp_startup(state: State, p: dict[str, Any], msg: dict[str, Any],
-                           out: Emitter) -> State:
-    """McpStartupUpdateEvent `{server, status: {state, error?}}`, in the shape of
-    `mcpServer/startupStatus/updated` (2026-03-19), which no mirrored release had."""
-    status = msg.get("status")
-    status = status if isinstance(status, dict) else {}
-    out.emit(McpStatusUpdated, McpStatusUpdatedPayload(status={
-        "name": msg.get("server"), "status": status.get("state"), "error": status.get("error")}))
-    return state
-
-
-def _on_legacy_warning(state: State, p: dict[str, Any], msg: dict[str, Any],
-                       out: Emitter) -> State:
-    # the app-server of the mirror years translated core warnings into nothing
-    out.emit(ConfigWarning, ConfigWarningPayload(summary=str(msg.get("message"))),
-             **_At(out, thread=_str(p, "conversationId")).kw)
-    return state
-
-
-_LEGACY_HANDLERS: dict[str, _LegacyHandler] = {
-    "mcp_startup_update": _on_legacy_mcp_startup,
-    "warning": _on_legacy_warning,
-}
-
-#: Legacy kinds whose content a v2 notification, server request or response of the same
-#: app-server carries: read on purpose and mapped to nothing, with that carrier.
-LEGACY_IGNORED_REASONS: dict[str, str] = {
-    # turns and threads
-    "task_started": "turn/started",
-    "task_complete": "turn/completed",
-    "turn_aborted": "turn/completed with status interrupted",
-    "error": "error",
-    "stream_error": "error with willRetry",
-    "token_count": "thread/tokenUsage/updated and account/rateLimits/updated",
-    "session_configured": "the thread/start|resume|fork response (the core's first event, "
-                          "consumed by the app-server)",
-    "thread_name_updated": "thread/name/updated",
-    "thread_rolled_back": "the thread/rollback response",
-    "context_compacted": "thread/compacted and the contextCompaction item",
-    "turn_diff": "turn/diff/updated",
-    "plan_update": "turn/plan/updated",
-    "model_reroute": "model/rerouted",
-    "deprecation_notice": "deprecationNotice",
-    "shutdown_complete": "the thread's end; it carries no content",
-    "skills_update_available": "skills/changed; it carries no content",
-    "mcp_startup_complete": "the summary of the mcp_startup_update events, translated one by one",
-    # items and their streams (the legacy twins the core derives from its items)
-    "item_started": "item/started",
-    "item_completed": "item/completed",
-    "user_message": "item/completed of the userMessage item",
-    "agent_message": "item/completed of the agentMessage item",
-    "agent_message_delta": "item/agentMessage/delta",
-    "agent_message_content_delta": "item/agentMessage/delta",
-    "plan_delta": "item/plan/delta",
-    "agent_reasoning": "item/completed of the reasoning item (summary)",
-    "agent_reasoning_delta": "item/reasoning/summaryTextDelta",
-    "reasoning_content_delta": "item/reasoning/summaryTextDelta",
-    "agent_reasoning_raw_content": "item/completed of the reasoning item (content)",
-    "agent_reasoning_raw_content_delta": "item/reasoning/textDelta",
-    "reasoning_raw_content_delta": "item/reasoning/textDelta",
-    "agent_reasoning_section_break": "item/reasoning/summaryPartAdded",
-    "exec_command_begin": "item/started of the commandExecution item",
-    "exec_command_output_delta": "item/commandExecution/outputDelta (item/fileChange/outputDelta)",
-    "exec_command_end": "item/completed of the commandExecution item",
-    "terminal_interaction": "item/commandExecution/terminalInteraction",
-    "patch_apply_begin": "item/started of the fileChange item",
-    "patch_apply_end": "item/completed of the fileChange item",
-    "mcp_tool_call_begin": "item/started of the mcpToolCall item",
-    "mcp_tool_call_end": "item/completed of the mcpToolCall item",
-    "web_search_begin": "item/started of the webSearch item",
-    "web_search_end": "item/completed of the webSearch item",
-    "view_image_tool_call": "item/started and item/completed of the imageView item",
-    "image_generation_begin": "item/started of the imageGeneration item",
-    "image_generation_end": "item/completed of the imageGeneration item",
-    "dynamic_tool_call_response": "item/completed of the dynamicToolCall item",
-    "entered_review_mode": "the enteredReviewMode item",
-    "exited_review_mode": "the exitedReviewMode item",
-    "raw_response_item": "rawResponseItem/completed (experimental raw events only)",
-    **{f"collab_{k}_{edge}": f"item/{'started' if edge == 'begin' else 'completed'} of the "
-                             "collabAgentToolCall item"
-       for k in ("agent_spawn", "agent_interaction", "waiting", "close", "resume")
-       for edge in ("begin", "end")},
-    "hook_started": "hook/started",
-    "hook_completed": "hook/completed",
-    "realtime_conversation_started": "thread/realtime/started",
-    "realtime_conversation_realtime": "thread/realtime/itemAdded, outputAudio/delta and error",
-    "realtime_conversation_closed": "thread/realtime/closed",
-    # requests to the client: the v2 server request opens them
-    "exec_approval_request": "item/commandExecution/requestApproval (execCommandApproval)",
-    "apply_patch_approval_request": "item/fileChange/requestApproval (applyPatchApproval)",
-    "request_user_input": "item/tool/requestUserInput",
-    "dynamic_tool_call_request": "item/tool/call",
-    "request_permissions": "item/permissions/requestApproval",
-    "skill_request_approval": "the skill approval server request (withdrawn before a release)",
-    # answers to v1 queries (Op::GetHistoryEntry, ListMcpTools, ...), never conversation
-    **{k: "the answer to a v1 client query, not conversation content" for k in (
-        "get_history_entry_response", "mcp_list_tools_response", "list_custom_prompts_response",
-        "list_skills_response", "list_remote_skills_response", "remote_skill_downloaded",
-        "list_models_response", "conversation_path", "conversation_history")},
-}
-LEGACY_IGNORED: frozenset[str] = frozenset(LEGACY_IGNORED_REASONS)
-
-#: Legacy kinds that carry something no v2 notification of their releases did, and that
-#: no canonical event fits: a runtime.warning with the raw message, once per kind and
-#: session (a kind this adapter does not know is treated the same way).
-LEGACY_WARNED: dict[str, str] = {
-    "background_event": "a progress notice of the core (compaction, approval review, agent jobs)",
-    "undo_started": "progress of a v1 undo",
-    "undo_completed": "the end of a v1 undo",
-    "elicitation_request": "an MCP server asking the user; v2 opens mcpServer/elicitation/request "
-                           "only from 2026-03",
-    "session_renamed": "a thread rename of 2025-10, before thread/name/updated",
-}
-
-
 # ---- dispatch ---------------------------------------------------------------------
 
 
-_Handler = Callable[[State, dict[str, Any], Emitter], State]
 
-_HANDLERS: dict[str, _Handler] = {
+_HANDLERS: dict[str, Handler] = {
     # errors, threads
-    "error": _on_error,
-    "thread/started": _on_thread_started,
-    "thread/status/changed": _on_thread_status_changed,
-    "thread/archived": _thread_state("archived"),
-    "thread/unarchived": _thread_state("unarchived"),
-    "thread/closed": _thread_state("closed"),
-    "thread/deleted": _thread_state("closed", {"deleted": True}),
-    "thread/compacted": _thread_state("compacted"),
-    "thread/name/updated": _on_thread_name_updated,
-    "thread/readState/changed": _thread_metadata("readState"),
-    "thread/section/changed": _thread_metadata("sectionId"),
-    "thread/attachment/updated": _thread_metadata(
+    "error": on_error,
+    "thread/started": on_thread_started,
+    "thread/status/changed": on_thread_status_changed,
+    "thread/archived": on_thread_state("archived"),
+    "thread/unarchived": on_thread_state("unarchived"),
+    "thread/closed": on_thread_state("closed"),
+    "thread/deleted": on_thread_state("closed", {"deleted": True}),
+    "thread/compacted": on_thread_state("compacted"),
+    "thread/name/updated": on_thread_name_updated,
+    "thread/readState/changed": on_thread_metadata("readState"),
+    "thread/section/changed": on_thread_metadata("sectionId"),
+    "thread/attachment/updated": on_thread_metadata(
         "attachmentId", "attachmentType", "identityKey", "operation"),
-    "thread/goal/updated": _thread_metadata("goal"),
-    "thread/goal/cleared": _thread_metadata(const={"goal": None}),
-    "thread/project/updated": _thread_metadata("projectId"),
-    "thread/reverted": _thread_metadata(const={"reverted": True}),
-    "thread/environment/connected": _on_thread_environment(True),
-    "thread/environment/disconnected": _on_thread_environment(False),
-    "thread/settings/updated": _on_thread_settings_updated,
-    "thread/tokenUsage/updated": _on_token_usage,
-    "autoApprovalReview/strictReviewRequired": _thread_metadata(
+    "thread/goal/updated": on_thread_metadata("goal"),
+    "thread/goal/cleared": on_thread_metadata(const={"goal": None}),
+    "thread/project/updated": on_thread_metadata("projectId"),
+    "thread/reverted": on_thread_metadata(const={"reverted": True}),
+    "thread/environment/connected": on_thread_environment(True),
+    "thread/environment/disconnected": on_thread_environment(False),
+    "thread/settings/updated": on_thread_settings_updated,
+    "thread/tokenUsage/updated": on_token_usage,
+    "autoApprovalReview/strictReviewRequired": on_thread_metadata(
         const={"strictReviewRequired": True}),
     # turns
-    "turn/started": _on_turn_started,
-    "turn/completed": _on_turn_completed,
-    "turn/diff/updated": _on_turn_diff_updated,
-    "turn/plan/updated": _on_turn_plan_updated,
-    "hook/started": _on_hook(done=False),
-    "hook/completed": _on_hook(done=True),
-    "model/rerouted": _on_model_rerouted,
+    "turn/started": on_turn_started,
+    "turn/completed": on_turn_completed,
+    "turn/diff/updated": on_turn_diff_updated,
+    "turn/plan/updated": on_turn_plan_updated,
+    "hook/started": on_hook(done=False),
+    "hook/completed": on_hook(done=True),
+    "model/rerouted": on_model_rerouted,
     # items and their streams
-    "item/started": _on_item_started,
-    "item/completed": _on_item_completed,
-    "item/agentMessage/delta": _delta("agentMessage", "assistant_text"),
-    "item/plan/delta": _delta("plan", "plan_text"),
-    "item/reasoning/summaryTextDelta": _delta("reasoning", "reasoning_summary_text",
+    "item/started": on_item_started,
+    "item/completed": on_item_completed,
+    "item/agentMessage/delta": on_delta("agentMessage", "assistant_text"),
+    "item/plan/delta": on_delta("plan", "plan_text"),
+    "item/reasoning/summaryTextDelta": on_delta("reasoning", "reasoning_summary_text",
                                               "summaryIndex"),
-    "item/reasoning/textDelta": _delta("reasoning", "reasoning_text", "contentIndex"),
-    "item/commandExecution/outputDelta": _delta("commandExecution", "command_output"),
-    "item/fileChange/outputDelta": _delta("fileChange", "file_change_output"),
-    "item/reasoning/summaryPartAdded": _item_update("reasoning", "summaryIndex"),
-    "item/commandExecution/terminalInteraction": _item_update(
+    "item/reasoning/textDelta": on_delta("reasoning", "reasoning_text", "contentIndex"),
+    "item/commandExecution/outputDelta": on_delta("commandExecution", "command_output"),
+    "item/fileChange/outputDelta": on_delta("fileChange", "file_change_output"),
+    "item/reasoning/summaryPartAdded": on_item_update("reasoning", "summaryIndex"),
+    "item/commandExecution/terminalInteraction": on_item_update(
         "commandExecution", "processId", "stdin"),
-    "item/fileChange/patchUpdated": _item_update("fileChange"),
-    "item/mcpToolCall/progress": _on_mcp_progress,
-    "item/autoApprovalReview/started": _on_auto_review(done=False),
-    "item/autoApprovalReview/completed": _on_auto_review(done=True),
-    "serverRequest/resolved": _on_server_request_resolved,
+    "item/fileChange/patchUpdated": on_item_update("fileChange"),
+    "item/mcpToolCall/progress": on_mcp_progress,
+    "item/autoApprovalReview/started": on_auto_review(done=False),
+    "item/autoApprovalReview/completed": on_auto_review(done=True),
+    "serverRequest/resolved": on_server_request_resolved,
     # account, auth, MCP servers
-    "account/updated": _on_account_updated,
-    "account/rateLimits/updated": _on_rate_limits,
-    "account/login/completed": _on_auth(False),
-    "account/gatewayOAuth/changed": _on_auth(None),
-    "modelProvider/authRecoveryStarted": _on_auth(True),
-    "modelProvider/authRecoveryCompleted": _on_auth(False),
-    "mcpServer/oauthLogin/completed": _on_mcp_oauth,
-    "mcpServer/startupStatus/updated": _on_mcp_status,
+    "account/updated": on_account_updated,
+    "account/rateLimits/updated": on_rate_limits,
+    "account/login/completed": on_auth(False),
+    "account/gatewayOAuth/changed": on_auth(None),
+    "modelProvider/authRecoveryStarted": on_auth(True),
+    "modelProvider/authRecoveryCompleted": on_auth(False),
+    "mcpServer/oauthLogin/completed": on_mcp_oauth,
+    "mcpServer/startupStatus/updated": on_mcp_status,
     # notices
-    "configWarning": _on_config_warning,
-    "deprecationNotice": _on_deprecation,
-    "warning": _on_user_warning,
-    "guardianWarning": _on_user_warning,
-    "windows/worldWritableWarning": _on_world_writable,
-    "windowsSandbox/setupCompleted": _on_windows_sandbox,
+    "configWarning": on_config_warning,
+    "deprecationNotice": on_deprecation,
+    "warning": on_user_warning,
+    "guardianWarning": on_user_warning,
+    "windows/worldWritableWarning": on_world_writable,
+    "windowsSandbox/setupCompleted": on_windows_sandbox,
     # realtime
-    "thread/realtime/started": _on_realtime_started,
-    "thread/realtime/itemAdded": _on_realtime_item,
-    "thread/realtime/item/started": _on_realtime_item,
-    "thread/realtime/item/completed": _on_realtime_item,
-    "thread/realtime/transcript/done": _on_realtime_transcript_done,
-    "thread/realtime/outputAudio/delta": _on_realtime_audio,
-    "thread/realtime/error": _on_realtime_error,
-    "thread/realtime/closed": _on_realtime_closed,
+    "thread/realtime/started": on_realtime_started,
+    "thread/realtime/itemAdded": on_realtime_item,
+    "thread/realtime/item/started": on_realtime_item,
+    "thread/realtime/item/completed": on_realtime_item,
+    "thread/realtime/transcript/done": on_realtime_transcript_done,
+    "thread/realtime/outputAudio/delta": on_realtime_audio,
+    "thread/realtime/error": on_realtime_error,
+    "thread/realtime/closed": on_realtime_closed,
 }
 
 #: Server notifications read on purpose and mapped to nothing, with the reason.

@@ -6,6 +6,7 @@ the class keywords (frozen, kw_only) these msgspec structs are declared with."""
 from __future__ import annotations
 
 from adapters.core.contract import Stored
+from topics.usage import TokenUsage
 
 
 class OpenItem(Stored, frozen=True):
@@ -21,3 +22,8 @@ class State(Stored, frozen=True, kw_only=True):
     turnOpen: bool = False
     started: bool = False  # session.started emitted
     items: dict[str, OpenItem] = {}
+    # the thread's running total: the sum of its turns' tokens (None before the first),
+    # and the ordinal of the turn last added to it (a repeated turn.completed adds
+    # nothing). Last, as fields added to a stored array must be.
+    total: TokenUsage | None = None
+    totalTurn: int = 0

@@ -35,6 +35,16 @@ app-server's object; `turn.failed` becomes `runtime.error` + `turn.completed
 (failed)`; the stream-level `error` event ("Reconnecting... 1/1") is a retry
 notice when it says so, otherwise fatal.
 
+Token usage: `turn.completed.usage` is the turn's (exec_tokens). The stream states no
+running total of its own, so the thread's is kept (State.total: the sum of the turns'
+tokens, each turn counted once) and goes out as `tokens` on the thread.token-usage.updated
+that precedes each turn.completed carrying usage.
+
+Collab agents: recent releases add `collab_tool_call` items (spawn_agent, send_input, wait,
+close_agent, with sender_thread_id and receiver_thread_ids), but the stream carries the
+main thread's events only: no message of a subagent's thread is in it, so no event is a
+subagent's (the items stay `unknown` items with their native data).
+
 Streams (the conversation core's, adapters.core.emitter.Emitter; the state keeps none of the output)
 * `command_output` of each command_execution item, spooled: `item.completed` carries
   the whole `aggregated_output`, but a command whose turn ends first is completed
@@ -84,7 +94,7 @@ from topics.canonical import (
     TurnStarted,
     TurnStartedPayload,
 )
-from topics.usage import TokenUsage, tokens
+from topics.usage import TokenUsage, add, tokens
 
 provider = "codex-exec"
 raw_source = "codex.sdk.thread-event"
@@ -187,12 +197,24 @@ def exec_tokens(usage: Any) -> TokenUsage | None:
 
 def _on_turn_completed(state: State, obj: dict[str, Any], out: Emitter) -> State:
     usage = obj.get("usage", UNSET)
+    turn_tokens = exec_tokens(usage)
     if usage is not UNSET:
+        state = _count(state, turn_tokens)
         c = _Ctx(state, out)
-        out.emit(ThreadTokenUsageUpdated, ThreadTokenUsageUpdatedPayload(usage=usage),
+        total = state.total if turn_tokens is not None and state.total is not None else UNSET
+        out.emit(ThreadTokenUsageUpdated, ThreadTokenUsageUpdatedPayload(usage=usage, tokens=total),
                  thread=c.thread, turn=c.turn, refs=c.refs)
     return _end_turn(state, out, TurnCompletedPayload(
-        state="completed", usage=usage, tokens=exec_tokens(usage) or UNSET))
+        state="completed", usage=usage, tokens=turn_tokens or UNSET))
+
+
+def _count(state: State, turn_tokens: TokenUsage | None) -> State:
+    """The thread's running total with the turn's tokens added, once per turn: a
+    turn.completed repeated for the same turn (no turn.started between) adds nothing."""
+    if turn_tokens is None or (state.total is not None and state.totalTurn == state.turns):
+        return state
+    total = turn_tokens if state.total is None else add(state.total, turn_tokens)
+    return _replace(state, total=total, totalTurn=state.turns)
 
 
 def _on_turn_failed(state: State, obj: dict[str, Any], out: Emitter) -> State:

@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from adapters import Line, MemorySpool, Session, get, new_session, translate_record
+from adapters.codex import legacy, requests
 from adapters.codex import translator as adapter
 from adapters.core import AdapterError, MalformedRecord, canonical_id
 from tests.adapters.harness import (
@@ -171,14 +172,14 @@ def _is_legacy(line: Line) -> bool:
 
 
 def test_every_legacy_event_type_is_ignored_translated_or_warned_once():
-    ignored, translated = set(adapter.LEGACY_IGNORED), set(adapter._LEGACY_HANDLERS)
-    warned = set(adapter.LEGACY_WARNED)
+    ignored, translated = set(legacy.LEGACY_IGNORED), set(legacy.LEGACY_HANDLERS)
+    warned = set(legacy.LEGACY_WARNED)
     assert not ignored & translated and not ignored & warned and not translated & warned
     assert ignored | translated | warned == LEGACY_TYPES, (
         f"not covered: {LEGACY_TYPES - ignored - translated - warned}; not in the protocol: "
         f"{(ignored | translated | warned) - LEGACY_TYPES}")
-    assert all(r.strip() for r in (*adapter.LEGACY_IGNORED_REASONS.values(),
-                                   *adapter.LEGACY_WARNED.values()))
+    assert all(r.strip() for r in (*legacy.LEGACY_IGNORED_REASONS.values(),
+                                   *legacy.LEGACY_WARNED.values()))
 
 
 def test_the_legacy_mirror_adds_nothing_to_the_v2_conversation():
@@ -241,13 +242,13 @@ def test_legacy_events_with_content_of_their_own_warn_once_per_kind_per_session(
 
 
 def test_the_legacy_warned_kinds_stay_bounded():
-    kinds = [f"kind_{n}" for n in range(adapter._LEGACY_WARNED_KEPT + 10)]
+    kinds = [f"kind_{n}" for n in range(legacy.LEGACY_WARNED_KEPT + 10)]
     session = new_session(get("codex"))
     for n, kind in enumerate(kinds):
         session, _events, failures = translate_record(
             get("codex"), session, "s1", capture_lines([_legacy(kind)]), offset=n)
         assert not failures
-    assert len(session.state.legacyWarned) == adapter._LEGACY_WARNED_KEPT
+    assert len(session.state.legacyWarned) == legacy.LEGACY_WARNED_KEPT
 
 
 # ---- the schema: every method mapped or ignored ------------------------------------------
@@ -285,7 +286,7 @@ def test_every_server_request_opens_a_request_keyed_by_its_id(method: str):
     assert opened[0]["requestId"] == _cid("req", "7")
     assert opened[0]["providerRefs"]["providerRequestId"] == "7"
     assert opened[0]["payload"]["requestType"] == SEED_REQUEST_TYPES.get(
-        method, adapter._REQUEST_TYPES[method])
+        method, requests.REQUEST_TYPES[method])
     if method in ("item/tool/requestUserInput", "mcpServer/elicitation/request"):
         assert [e["requestId"] for e in _of(events, "user-input.requested")] == [_cid("req", "7")]
         assert [e["requestId"] for e in _of(events, "user-input.resolved")] == [_cid("req", "7")]

@@ -131,3 +131,72 @@ def test_a_long_command_output_keeps_the_session_small_and_is_delivered_whole():
     [done] = [e.payload for e in fed.events if isinstance(e, ItemCompleted)]
     assert (done.status, done.output, done.outputTruncated) == ("failed", "".join(chunks), UNSET)
     assert len(fed.spool) == 0 and fed.session.streams == {}
+
+
+# ---- the thread's running total (README "Token usage") ----------------------------------
+
+
+def _usage(inp: int, cached: int, out: int, reasoning: int) -> dict[str, int]:
+    return {"input_tokens": inp, "cached_input_tokens": cached, "output_tokens": out,
+            "reasoning_output_tokens": reasoning}
+
+
+def _totals(events: list[dict]) -> list[tuple[str, dict | None]]:  # type: ignore[type-arg]
+    return [(e["type"], e["payload"].get("tokens")) for e in events
+            if e["type"] in ("thread.token-usage.updated", "turn.completed")]
+
+
+def test_the_thread_total_adds_up_the_turns_and_goes_out_before_each_turn_completed():
+    lines = capture_lines([
+        ("agent", {"type": "thread.started", "thread_id": "th"}),
+        ("agent", {"type": "turn.started"}),
+        ("agent", {"type": "turn.completed", "usage": _usage(1000, 600, 300, 120)}),
+        ("agent", {"type": "turn.started"}),
+        ("agent", {"type": "turn.completed", "usage": _usage(200, 100, 50, 0)}),
+    ])
+    # fed whole, record by record and resumed at every cut: a restored state keeps counting
+    events = events_of(assert_three_ways("codex-exec", lines))
+    first = {"input": 1000, "cachedInput": 600, "cacheWrite": 0, "output": 300,
+             "reasoningOutput": 120, "total": 1300}
+    second = {"input": 200, "cachedInput": 100, "cacheWrite": 0, "output": 50,
+              "reasoningOutput": 0, "total": 250}
+    both = {"input": 1200, "cachedInput": 700, "cacheWrite": 0, "output": 350,
+            "reasoningOutput": 120, "total": 1550}
+    assert _totals(events) == [("thread.token-usage.updated", first), ("turn.completed", first),
+                               ("thread.token-usage.updated", both), ("turn.completed", second)]
+    updated = [e for e in events if e["type"] == "thread.token-usage.updated"]
+    assert updated[1]["payload"]["usage"] == _usage(200, 100, 50, 0)  # the native object
+
+
+def test_a_repeated_turn_completed_is_counted_once_in_the_thread_total():
+    done = ("agent", {"type": "turn.completed", "usage": _usage(10, 0, 5, 0)})
+    lines = capture_lines([("agent", {"type": "turn.started"}), done, done])
+    events = events_of(run_whole("codex-exec", lines))
+    once = {"input": 10, "cachedInput": 0, "cacheWrite": 0, "output": 5, "reasoningOutput": 0,
+            "total": 15}
+    # the turn's own tokens as before (each turn.completed carries its message's); the
+    # thread's total counts them once
+    assert _totals(events) == [("thread.token-usage.updated", once), ("turn.completed", once),
+                               ("thread.token-usage.updated", once), ("turn.completed", once)]
+
+
+def test_a_turn_completed_without_usage_states_no_total():
+    lines = capture_lines([("agent", {"type": "turn.started"}),
+                           ("agent", {"type": "turn.completed"})])
+    events = events_of(run_whole("codex-exec", lines))
+    assert _totals(events) == [("turn.completed", None)]
+
+
+@pytest.mark.parametrize("path", CAPTURED, ids=[p.stem for p in CAPTURED])
+def test_each_captured_thread_total_is_the_sum_of_its_turns_so_far(path: Path):
+    events = events_of(run_whole("codex-exec", read_capture(path)))
+    turns: dict | None = None  # type: ignore[type-arg]
+    stated = []
+    for e in events:
+        if e["type"] == "thread.token-usage.updated":
+            stated.append(e["payload"]["tokens"])
+        elif e["type"] == "turn.completed" and "tokens" in e["payload"]:
+            t = e["payload"]["tokens"]
+            turns = t if turns is None else {k: turns[k] + t[k] for k in t}
+            assert stated[-1] == turns  # stated right before, this turn included
+    assert stated and turns is not None
