@@ -26,6 +26,8 @@ Invariants (those of adapters.claude, plus)
 * A turn opens at the first message (init, assistant, user) and ends at
   `result`, or at `done` in the flat format; an `error` line before `done` makes
   that turn failed.
+* A subagent (Amp's Task tool) is marked as Claude Code marks it: its lines carry
+  `parent_tool_use_id` (the flat lines too), read by adapters.claude.agents.
 
 Amp-specific: the Bash tool's input names the command `cmd` (the canonical input
 gets `command` too); the session id is Amp's thread id (`T-…`); an error result

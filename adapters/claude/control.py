@@ -10,6 +10,7 @@ from typing import Any
 import msgspec
 from msgspec import UnsetType
 
+from adapters.claude.agents import request_tool
 from adapters.claude.session import _dict, _emit, _obj, _str, _thread, _turn, open_turn
 from adapters.claude.state import Pending, State
 from adapters.claude.tools import _finalize_tool, _set_tool, _start_tool, _tool_input_known
@@ -74,13 +75,15 @@ def _on_control_request(state: State, msg: Message, out: Emitter) -> State:
             _emit(state, out, UserInputRequested, UserInputRequestedPayload(questions=questions),
                   request=rid, request_ref=rid, item=tid, item_ref=tid)
             return _pend(state, rid, Pending(subtype=subtype, origin="agent", request=rid,
-                                             requestType="tool_user_input"))
+                                             requestType="tool_user_input", tool=tid))
         if subtype == "hook_callback":
             hook_input = _dict(request.get("input"))
             _emit(state, out, HookStarted,
                   HookStartedPayload(hookId=rid, hookName=str(request.get("callback_id", "")),
                                      hookEvent=str(hook_input.get("hook_event_name", ""))))
-            return _pend(state, rid, Pending(subtype=subtype, origin="agent"))
+            # the tool call it is about: its answer is that call's agent's (agents.py)
+            return _pend(state, rid, Pending(subtype=subtype, origin="agent",
+                                             tool=request_tool(request)))
     elif subtype == "interrupt" or subtype == "initialize" or subtype in _CONFIG_REQUESTS:
         # the client's commands: their effect shows when the agent answers
         if subtype == "interrupt" and state.turnOpen:

@@ -59,6 +59,10 @@ Invariants
 * Claude has no turn start: a turn opens (synthetic `turn.started`) at the first
   message of the conversation (client prompt, `system/init`, assistant output,
   a permission request) and ends at `result`, one `result` per turn.
+* A subagent's message carries `parent_tool_use_id`: every event translated from it
+  carries the subagent's agentId and its parent's (adapters.claude.agents, said in
+  `dispatch` before each message). The thread's token total adds each `result`'s
+  turn tokens (adapters.claude.usage).
 
 Tricky parts
 * Claude Code writes one `assistant` line per content block, all with the same
@@ -83,6 +87,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from adapters.claude import agents
 from adapters.claude.control import (
     IGNORED_REQUESTS,
     _on_control_cancel_request,
@@ -166,7 +171,9 @@ def dispatch(state: State, msg: Message, out: Emitter, handlers: dict[str, Handl
         raise MalformedRecord(f"{out.provider} message without a string 'type'")
     out.native_type = kind
     if not state.started:
+        out.set_agent(None)
         state = _start_session(state, msg, out)
+    state = agents.enter(state, msg.obj, out)
     handler = handlers.get(kind)
     if handler is None:
         if kind not in ignored:

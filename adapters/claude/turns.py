@@ -6,12 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from adapters.claude.agents import enter_subagent
 from adapters.claude.control import _REQUESTS, _resolve_cancelled
 from adapters.claude.messages import _close_blocks, _drop_block
 from adapters.claude.session import _adopt_session, _at, _emit, _str, open_turn
 from adapters.claude.state import State
 from adapters.claude.tools import _set_tool, _tool_payload
-from adapters.claude.usage import result_cost, result_tokens
+from adapters.claude.usage import count_turn, result_cost, result_tokens
 from adapters.core.contract import Message
 from adapters.core.emitter import UNSET, Emitter
 from adapters.core.emitter import replace as _replace
@@ -21,8 +22,6 @@ from adapters.core.shape import native_list
 from topics.canonical import (
     RuntimeErrorEvent,
     RuntimeErrorPayload,
-    ThreadTokenUsageUpdated,
-    ThreadTokenUsageUpdatedPayload,
     TurnCompletedPayload,
     UserInputResolved,
     UserInputResolvedPayload,
@@ -30,16 +29,21 @@ from topics.canonical import (
 
 
 def end_turn(state: State, out: Emitter, payload: TurnCompletedPayload) -> State:
-    """Close what is still open in the turn, then complete it."""
+    """Close what is still open in the turn, each as the agent it belongs to, then
+    complete it (as the root)."""
     why = "the turn ended before the item completed"
     for m in list(state.msgs.values()):
+        enter_subagent(state, out, m.parent)
         state = _close_blocks(state, out, m, "failed", why)
     for key in list(state.blocks):  # tool blocks cut off before their stop
         state = _drop_block(state, out, key)
     for rid, pending in state.pending.items():
         if pending.origin == "agent" and pending.subtype in _REQUESTS:
+            caller = state.tools.get(pending.tool or "")
+            enter_subagent(state, out, caller.parent if caller is not None else None)
             state = _resolve_cancelled(state, out, rid, pending)
     for tid, tool in state.tools.items():
+        enter_subagent(state, out, tool.parent)
         if tool.question == 1:
             _emit(state, out, UserInputResolved,
                   UserInputResolvedPayload(answers=None, outcome="cancelled"),
@@ -47,11 +51,12 @@ def end_turn(state: State, out: Emitter, payload: TurnCompletedPayload) -> State
         complete_item(out, _at(state, out, tid, tid, parent=tool.parent),
                       _tool_payload(tool, "declined" if tool.denied else "failed", out.cap,
                                     detail=why), True)
+    out.set_agent(None)
     if state.turnOpen:
         complete_turn(out, _at(state, out), payload)
     kept = {k: v for k, v in state.pending.items() if v.origin == "client"}
     return _replace(state, turnOpen=False, interrupting=False, msgs={}, streams={}, blocks={},
-                    tools={}, pending=kept)
+                    tools={}, pending=kept, agents={})
 
 
 def _on_result(state: State, msg: Message, out: Emitter) -> State:
@@ -60,8 +65,10 @@ def _on_result(state: State, msg: Message, out: Emitter) -> State:
     state = open_turn(state, out)  # a result always ends one turn, even a turn never seen
     subtype = _str(obj.get("subtype")) or "success"
     usage = obj.get("usage", UNSET)
-    if isinstance(usage, dict):
-        _emit(state, out, ThreadTokenUsageUpdated, ThreadTokenUsageUpdatedPayload(usage=usage))
+    turn_tokens = result_tokens(obj)
+    if turn_tokens is not None:  # the usage object, else the per-model counts it came from
+        state = count_turn(state, out, usage if isinstance(usage, dict) else
+                           obj["model_usage_since_last_result"], turn_tokens)
     for denial in native_list(obj.get("permission_denials"), "result.permission_denials"):
         tid = _str(denial.get("tool_use_id")) if isinstance(denial, dict) else None
         if tid and tid in state.tools:
@@ -75,7 +82,6 @@ def _on_result(state: State, msg: Message, out: Emitter) -> State:
         fields["stopReason"] = obj["stop_reason"]
     if isinstance(usage, dict):
         fields["usage"] = usage
-    turn_tokens = result_tokens(obj)
     if turn_tokens is not None:
         fields["tokens"] = turn_tokens
     cost = result_cost(obj)

@@ -9,8 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from adapters.core.emitter import UNSET
+from adapters.claude.session import _emit
+from adapters.claude.state import State
+from adapters.core.emitter import UNSET, Emitter
+from adapters.core.emitter import replace as _replace
 from adapters.core.shape import native_count
+from topics.canonical import ThreadTokenUsageUpdated, ThreadTokenUsageUpdatedPayload
 from topics.usage import Cost, TokenUsage, add, tokens
 
 
@@ -64,3 +68,16 @@ def result_cost(obj: dict[str, Any]) -> Cost | None:
         return Cost(source="provider", usd=float(total), priceSource="result.total_cost_usd",
                     model=one)
     return None
+
+
+def count_turn(state: State, out: Emitter, usage: Any, turn: TokenUsage) -> State:
+    """Add a turn's tokens to the thread's running total (State.total; a resumed session
+    keeps counting from its stored state) and say it: thread.token-usage.updated with the
+    turn's native `usage` and the total including this turn as `tokens`, emitted before
+    the turn's turn.completed. A native message seen twice is translated once
+    (adapters.core.record drops a repeated message id), so it counts once."""
+    total = add(state.total, turn) if state.total is not None else turn
+    state = _replace(state, total=total)
+    _emit(state, out, ThreadTokenUsageUpdated,
+          ThreadTokenUsageUpdatedPayload(usage=usage, tokens=total))
+    return state

@@ -82,7 +82,7 @@ from adapters.claude.session import _adopt_session, _emit, _start_session, _thre
 from adapters.claude.system import _on_compact_boundary
 from adapters.claude.tools import _set_tool
 from adapters.claude.turns import end_turn
-from adapters.claude.usage import claude_tokens
+from adapters.claude.usage import claude_tokens, count_turn
 from adapters.claude_transcript.state import State
 from adapters.core.contract import MalformedRecord, Message
 from adapters.core.emitter import UNSET, Emitter
@@ -197,7 +197,10 @@ def _end(state: State, out: Emitter, turn_state: TurnState, **fields: Any) -> St
     if live.turnOpen:
         if state.usage:
             fields["usage"] = dict(state.usage)
-            fields["tokens"] = claude_tokens(state.usage)  # the live adapter's rule
+            turn = claude_tokens(state.usage)  # the live adapter's rule
+            fields["tokens"] = turn
+            if turn is not None:  # the thread's total so far, as the live `result` says it
+                live = count_turn(live, out, fields["usage"], turn)
         if state.stop is not None:
             fields["stopReason"] = state.stop
         live = end_turn(live, out, TurnCompletedPayload(state=turn_state, **fields))
