@@ -75,34 +75,14 @@ def _on_stream_event(state: State, msg: Message, out: Emitter) -> State:
         return state
     state = open_turn(state, out)
     parent = _str(obj.get("parent_tool_use_id"))
-    pkey = parent or ""
     if etype == "message_start":
-        native = _str(_dict(event.get("message")).get("id")) or _str(obj.get("api_message_id"))
-        previous = state.streams.get(pkey)
-        if previous is not None and previous in state.msgs and previous != native:
-            # a stream that broke off (Claude Code retries, or falls back to a
-            # non-streaming request): its unfinished text ends here, as streamed
-            state = _close_blocks(state, out, state.msgs[previous], "failed")
-        state, m = _message_for(state, native, parent, streamed=True)
-        return _replace(state, streams={**state.streams, pkey: m.native or m.key})
-    native = _str(obj.get("api_message_id")) or state.streams.get(pkey)
-    if native is None or native not in state.msgs:
-        if etype == "message_stop":
-            return state
-        if native is None:  # events without message_start: a message with a synthesised id
-            m = Msg(key=f"{_ANON}stream{state.anon}", parent=parent, streamed=True)
-            state = _replace(state, anon=state.anon + 1)
-        else:
-            m = Msg(key=native, native=native, parent=parent, streamed=True)
-        state = _put_msg(state, m)
-        state = _replace(state, streams={**state.streams, pkey: m.native or m.key})
-    m = state.msgs[native or state.streams[pkey]]
+        return _message_start(state, out, obj, event, parent)
+    native = _str(obj.get("api_message_id")) or state.streams.get(parent or "")
+    if etype == "message_stop" and (native is None or native not in state.msgs):
+        return state
+    state, m = _streamed_message(state, native, parent)
     if etype == "message_stop":
-        state = _close_blocks(state, out, m, "completed")
-        streams = dict(state.streams)
-        if streams.get(pkey) == (m.native or m.key):
-            del streams[pkey]
-        return _replace(state, streams=streams)
+        return _message_stop(state, out, m, parent or "")
     index = event.get("index")
     if not isinstance(index, int) or isinstance(index, bool):
         raise MalformedRecord(f"stream_event {etype} without an integer index")
@@ -115,6 +95,47 @@ def _on_stream_event(state: State, msg: Message, out: Emitter) -> State:
     if etype == "content_block_delta":
         return _block_delta(state, out, m.key, key, _dict(event.get("delta")), parent)
     return _block_stop(state, out, m.key, index, parent)
+
+
+def _message_start(state: State, out: Emitter, obj: dict[str, Any], event: dict[str, Any],
+                   parent: str | None) -> State:
+    """A message starts streaming for the agent `parent` names: the one it streamed
+    before, if not finished, broke off."""
+    pkey = parent or ""
+    native = _str(_dict(event.get("message")).get("id")) or _str(obj.get("api_message_id"))
+    previous = state.streams.get(pkey)
+    if previous is not None and previous in state.msgs and previous != native:
+        # a stream that broke off (Claude Code retries, or falls back to a
+        # non-streaming request): its unfinished text ends here, as streamed
+        state = _close_blocks(state, out, state.msgs[previous], "failed")
+    state, m = _message_for(state, native, parent, streamed=True)
+    return _replace(state, streams={**state.streams, pkey: m.native or m.key})
+
+
+def _streamed_message(state: State, native: str | None, parent: str | None
+                      ) -> tuple[State, Msg]:
+    """The Msg a block event streams into (`native`: its message id as known), created
+    for events that came without message_start."""
+    pkey = parent or ""
+    if native is None or native not in state.msgs:
+        if native is None:  # events without message_start: a message with a synthesised id
+            m = Msg(key=f"{_ANON}stream{state.anon}", parent=parent, streamed=True)
+            state = _replace(state, anon=state.anon + 1)
+        else:
+            m = Msg(key=native, native=native, parent=parent, streamed=True)
+        state = _put_msg(state, m)
+        state = _replace(state, streams={**state.streams, pkey: m.native or m.key})
+    return state, state.msgs[native or state.streams[pkey]]
+
+
+def _message_stop(state: State, out: Emitter, m: Msg, pkey: str) -> State:
+    """The message is whole: its text blocks still open complete with what they streamed;
+    the agent `pkey` names streams none."""
+    state = _close_blocks(state, out, m, "completed")
+    streams = dict(state.streams)
+    if streams.get(pkey) == (m.native or m.key):
+        del streams[pkey]
+    return _replace(state, streams=streams)
 
 
 _STREAM_EVENTS = frozenset({"message_start", "message_stop", "content_block_start",

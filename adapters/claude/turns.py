@@ -26,6 +26,7 @@ from topics.canonical import (
     UserInputResolved,
     UserInputResolvedPayload,
 )
+from topics.usage import TokenUsage
 
 
 def end_turn(state: State, out: Emitter, payload: TurnCompletedPayload) -> State:
@@ -77,11 +78,29 @@ def _on_result(state: State, msg: Message, out: Emitter) -> State:
     interrupted = subtype == "error_during_execution" and (
         state.interrupting or (reason or "").startswith("aborted"))
     is_error = subtype != "success" or obj.get("is_error") is True or state.failed
+    fields = _turn_fields(obj, turn_tokens, is_error)
+    if not is_error:
+        return end_turn(state, out, TurnCompletedPayload(state="completed", **fields))
+    message = _error_text(obj, subtype, interrupted)
+    detail = {k: obj[k] for k in ("subtype", "is_error", "errors", "error", "terminal_reason",
+                                  "api_error_status", "permission_denials") if k in obj}
+    _emit(state, out, RuntimeErrorEvent,
+          RuntimeErrorPayload(message=message,
+                              errorClass="unknown" if interrupted else "provider_error",
+                              willRetry=False, detail=detail))
+    return end_turn(state, out, TurnCompletedPayload(
+        state="interrupted" if interrupted else "failed", errorMessage=message, **fields))
+
+
+def _turn_fields(obj: dict[str, Any], turn_tokens: TokenUsage | None, is_error: bool
+                 ) -> dict[str, Any]:
+    """What turn.completed says of a `result`: stop reason, usage, tokens and cost,
+    duration, and (a turn that did not fail) the runtime's own final answer."""
     fields: dict[str, Any] = {}
     if "stop_reason" in obj and (obj["stop_reason"] is None or isinstance(obj["stop_reason"], str)):
         fields["stopReason"] = obj["stop_reason"]
-    if isinstance(usage, dict):
-        fields["usage"] = usage
+    if isinstance(obj.get("usage"), dict):
+        fields["usage"] = obj["usage"]
     if turn_tokens is not None:
         fields["tokens"] = turn_tokens
     cost = result_cost(obj)
@@ -95,17 +114,7 @@ def _on_result(state: State, msg: Message, out: Emitter) -> State:
         fields["durationMs"] = int(obj["duration_ms"])
     if isinstance(obj.get("result"), str) and not is_error:
         fields["resultText"] = obj["result"]  # the runtime's own final answer (chat `done`)
-    if not is_error:
-        return end_turn(state, out, TurnCompletedPayload(state="completed", **fields))
-    message = _error_text(obj, subtype, interrupted)
-    detail = {k: obj[k] for k in ("subtype", "is_error", "errors", "error", "terminal_reason",
-                                  "api_error_status", "permission_denials") if k in obj}
-    _emit(state, out, RuntimeErrorEvent,
-          RuntimeErrorPayload(message=message,
-                              errorClass="unknown" if interrupted else "provider_error",
-                              willRetry=False, detail=detail))
-    return end_turn(state, out, TurnCompletedPayload(
-        state="interrupted" if interrupted else "failed", errorMessage=message, **fields))
+    return fields
 
 
 def _error_text(obj: dict[str, Any], subtype: str, interrupted: bool) -> str:
