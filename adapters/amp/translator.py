@@ -26,6 +26,8 @@ Invariants (those of adapters.claude, plus)
 * A turn opens at the first message (init, assistant, user) and ends at
   `result`, or at `done` in the flat format; an `error` line before `done` makes
   that turn failed.
+* A subagent (Amp's Task tool) is marked as Claude Code marks it: its lines carry
+  `parent_tool_use_id` (the flat lines too), read by adapters.claude.agents.
 
 Amp-specific: the Bash tool's input names the command `cmd` (the canonical input
 gets `command` too); the session id is Amp's thread id (`T-…`); an error result
@@ -38,7 +40,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from adapters.claude import translator as claude
+from adapters.claude.messages import _on_assistant as live_assistant
+from adapters.claude.messages import _on_user as live_user
+from adapters.claude.session import Handler, _emit, open_turn
+from adapters.claude.state import State
+from adapters.claude.stream import _parse_json
+from adapters.claude.system import _on_init
+from adapters.claude.translator import dispatch, system_dispatch
+from adapters.claude.translator import message_id as message_id  # Claude Code's: uuids, request ids
+from adapters.claude.turns import _on_result, end_turn
 from adapters.core.contract import MalformedRecord, Message
 from adapters.core.emitter import Emitter
 from adapters.core.emitter import replace as _replace
@@ -53,9 +63,6 @@ from topics.canonical import (
 provider = "amp"
 raw_source = "amp.stream-json"
 
-message_id = claude.message_id  # Claude Code's: its `uuid`s, request ids
-
-State = claude.State
 state_type = State
 
 
@@ -64,11 +71,11 @@ def initial() -> State:
 
 
 def translate(state: State, msg: Message, out: Emitter) -> State:
-    return claude.dispatch(state, msg, out, _HANDLERS, IGNORED)
+    return dispatch(state, msg, out, _HANDLERS, IGNORED)
 
 
 def _on_system(state: State, msg: Message, out: Emitter) -> State:
-    return claude.system_dispatch(state, msg, out, _SYSTEM, IGNORED)
+    return system_dispatch(state, msg, out, _SYSTEM, IGNORED)
 
 
 def _as(msg: Message, obj: dict[str, Any]) -> Message:
@@ -78,7 +85,7 @@ def _as(msg: Message, obj: dict[str, Any]) -> Message:
 
 def _on_user(state: State, msg: Message, out: Emitter) -> State:
     # Amp echoes the user's prompt as its own `user` line (Claude Code never does)
-    return claude._on_user(state, msg, out, echoes_prompt=True)
+    return live_user(state, msg, out, echoes_prompt=True)
 
 
 def _envelope(obj: dict[str, Any]) -> dict[str, Any]:
@@ -100,7 +107,7 @@ def _on_message(state: State, msg: Message, out: Emitter) -> State:
     message: dict[str, Any] = {"role": "assistant", "content": [block]}
     if isinstance(obj.get("id"), str):
         message["id"] = obj["id"]
-    return claude._on_assistant(state, _as(msg, {"type": "assistant", "message": message,
+    return live_assistant(state, _as(msg, {"type": "assistant", "message": message,
                                                  **_envelope(obj)}), out)
 
 
@@ -111,14 +118,14 @@ def _on_tool_call(state: State, msg: Message, out: Emitter) -> State:
         raise MalformedRecord("amp tool_call: 'tool_call' must be an object with a string id")
     arguments = call.get("arguments")
     if isinstance(arguments, str):
-        parsed = claude._parse_json(arguments)
+        parsed = _parse_json(arguments)
         arguments = parsed if isinstance(parsed, dict) else {"arguments": arguments}
     block = {"type": "tool_use", "id": call["id"], "name": str(call.get("name") or "unknown"),
              "input": arguments if isinstance(arguments, dict) else {}}
     # each flat tool_call is its own message: its id, or the call's when it has none
     message = {"role": "assistant", "id": obj.get("id") or f"call:{call['id']}",
                "content": [block]}
-    return claude._on_assistant(state, _as(msg, {"type": "assistant", "message": message,
+    return live_assistant(state, _as(msg, {"type": "assistant", "message": message,
                                                  **_envelope(obj)}), out)
 
 
@@ -135,36 +142,36 @@ def _on_tool_result(state: State, msg: Message, out: Emitter) -> State:
 
 
 def _on_error(state: State, msg: Message, out: Emitter) -> State:
-    state = claude.open_turn(state, out)
+    state = open_turn(state, out)
     error = msg.obj.get("error")
     message = error if isinstance(error, str) and error else "amp error"
-    claude._emit(state, out, RuntimeErrorEvent,
+    _emit(state, out, RuntimeErrorEvent,
                  RuntimeErrorPayload(message=message, errorClass="provider_error",
                                      detail={k: v for k, v in msg.obj.items() if k != "type"}))
     return _replace(state, failed=True)
 
 
 def _on_done(state: State, msg: Message, out: Emitter) -> State:
-    state = claude.open_turn(state, out)  # `done` ends one turn, even one never seen
+    state = open_turn(state, out)  # `done` ends one turn, even one never seen
     if state.failed:
         payload = TurnCompletedPayload(state="failed", errorMessage="amp reported an error")
     else:
         payload = TurnCompletedPayload(state="completed")
-    state = claude.end_turn(state, out, payload)
-    claude._emit(state, out, SessionExited, SessionExitedPayload(reason="done",
+    state = end_turn(state, out, payload)
+    _emit(state, out, SessionExited, SessionExitedPayload(reason="done",
                                                                  exitKind="graceful"))
     return state
 
 
-_SYSTEM: dict[str, claude.Handler] = {
-    "init": claude._on_init,
+_SYSTEM: dict[str, Handler] = {
+    "init": _on_init,
 }
 
-_HANDLERS: dict[str, claude.Handler] = {
+_HANDLERS: dict[str, Handler] = {
     "system": _on_system,
-    "assistant": claude._on_assistant,
+    "assistant": live_assistant,
     "user": _on_user,
-    "result": claude._on_result,
+    "result": _on_result,
     # the flat format
     "message": _on_message,
     "tool_call": _on_tool_call,

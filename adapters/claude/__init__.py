@@ -1,8 +1,8 @@
 """Claude Code / Claude Agent SDK stream-json -> canonical events.
 
 The package is the runtime's `Translator` (adapters.core.record): its translator is
-`translator.py` (compiled with mypyc, setup.py), its stored state `state.py` (never
-compiled: mypyc drops class keywords). Registered in topics.runtimes."""
+`translator.py` (the dispatch) and the modules it names, all compiled with mypyc
+(setup.py), its stored state `state.py` (never compiled: mypyc drops class keywords). Registered in topics.runtimes."""
 
 from adapters.claude.translator import (
     IGNORED,

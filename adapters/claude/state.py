@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from adapters.core.contract import Stored
+from topics.usage import TokenUsage
 
 
 class Block(Stored, frozen=True, kw_only=True):
@@ -72,3 +73,8 @@ class State(Stored, frozen=True, kw_only=True):
     blocks: dict[str, Block] = {}  # "<msg key>#<index>" -> streamed block not completed
     tools: dict[str, Tool] = {}
     pending: dict[str, Pending] = {}
+    # a nested subagent's Task call -> the Task call of the subagent that made it (first-
+    # level ones are absent: their parent is the root); kept until the turn ends, when
+    # the items it names are all closed (adapters.claude.agents)
+    agents: dict[str, str] = {}
+    total: TokenUsage | None = None  # the thread's tokens so far (adapters.claude.usage)

@@ -76,7 +76,13 @@ from typing import Any
 
 from msgspec import UnsetType
 
-from adapters.claude import translator as claude
+from adapters.claude.messages import _on_assistant as live_assistant
+from adapters.claude.messages import _on_user as live_user
+from adapters.claude.session import _adopt_session, _emit, _start_session, _thread, _turn, open_turn
+from adapters.claude.system import _on_compact_boundary
+from adapters.claude.tools import _set_tool
+from adapters.claude.turns import end_turn
+from adapters.claude.usage import claude_tokens, count_turn
 from adapters.claude_transcript.state import State
 from adapters.core.contract import MalformedRecord, Message
 from adapters.core.emitter import UNSET, Emitter
@@ -143,7 +149,7 @@ def translate(state: State, msg: Message, out: Emitter) -> State:
     if handler is None:
         if kind not in IGNORED:
             live = state.live
-            out.unknown(kind, thread=claude._thread(live, out), turn=claude._turn(live, out))
+            out.unknown(kind, thread=_thread(live, out), turn=_turn(live, out))
         return state
     return handler(state, msg, out)
 
@@ -164,9 +170,9 @@ def _session(state: State, msg: Message, out: Emitter) -> State:
     wire = _as(msg, {"session_id": sid} if isinstance(sid, str) else {})
     live = state.live
     if not live.started:
-        live = claude._start_session(live, wire, out)
+        live = _start_session(live, wire, out)
     else:
-        live = claude._adopt_session(live, wire, out)
+        live = _adopt_session(live, wire, out)
     cwd = obj.get("cwd")
     if isinstance(cwd, str) and cwd and cwd != live.cwd:
         live = _replace(live, cwd=cwd)  # a command's working directory (tool input)
@@ -175,7 +181,7 @@ def _session(state: State, msg: Message, out: Emitter) -> State:
     version = obj.get("version")
     if not state.configured and isinstance(version, str) and version:
         config = {k: obj[k] for k in _CONFIG if k in obj}
-        claude._emit(live, out, SessionConfigured,
+        _emit(live, out, SessionConfigured,
                      SessionConfiguredPayload(config=config, runtimeVersion=version))
         state = _replace(state, configured=True)
     return state
@@ -191,10 +197,13 @@ def _end(state: State, out: Emitter, turn_state: TurnState, **fields: Any) -> St
     if live.turnOpen:
         if state.usage:
             fields["usage"] = dict(state.usage)
-            fields["tokens"] = claude.claude_tokens(state.usage)  # the live adapter's rule
+            turn = claude_tokens(state.usage)  # the live adapter's rule
+            fields["tokens"] = turn
+            if turn is not None:  # the thread's total so far, as the live `result` says it
+                live = count_turn(live, out, fields["usage"], turn)
         if state.stop is not None:
             fields["stopReason"] = state.stop
-        live = claude.end_turn(live, out, TurnCompletedPayload(state=turn_state, **fields))
+        live = end_turn(live, out, TurnCompletedPayload(state=turn_state, **fields))
     return _replace(state, live=live, ending=None, stop=None, counted=None, usage={})
 
 
@@ -244,12 +253,12 @@ def _on_user(state: State, msg: Message, out: Emitter) -> State:
                 tid = b.get("tool_use_id")
                 if b.get("type") == "tool_result" and isinstance(tid, str) \
                         and tid in live.tools:
-                    live = claude._set_tool(live, tid, denied=True)
-        return _replace(state, live=claude._on_user(live, _as(msg, wire), out))
+                    live = _set_tool(live, tid, denied=True)
+        return _replace(state, live=live_user(live, _as(msg, wire), out))
     if any(t.startswith(_INTERRUPTED) for t in texts):
         if not live.turnOpen:
             return state  # the turn it interrupted has ended already
-        state = _replace(state, live=claude._on_user(live, _as(msg, wire), out))
+        state = _replace(state, live=live_user(live, _as(msg, wire), out))
         return _end(state, out, "interrupted")
     # any other row ends a turn whose last message is written ("Turns")
     if state.ending is not None:
@@ -258,15 +267,15 @@ def _on_user(state: State, msg: Message, out: Emitter) -> State:
         # a prompt: the turn before it has ended; the prompt opens the next one, the
         # user's own words (as the SDK client's line is on the wire)
         state = _end(state, out, "completed")
-        return _replace(state, live=claude._on_user(state.live, _as(msg, wire, "client"),
+        return _replace(state, live=live_user(state.live, _as(msg, wire, "client"),
                                                     out))
     # text Claude Code writes on the user's side (author "runtime"): in the open turn,
     # or outside any (a local command's output) without opening one
     if not state.live.turnOpen:
         wire.update(isSynthetic=True, shouldQuery=False)
-        return _replace(state, live=claude._on_user(state.live, _as(msg, wire, "client"),
+        return _replace(state, live=live_user(state.live, _as(msg, wire, "client"),
                                                     out))
-    return _replace(state, live=claude._on_user(state.live, _as(msg, wire), out))
+    return _replace(state, live=live_user(state.live, _as(msg, wire), out))
 
 
 #: flags of the user rows Claude Code writes itself (caveats, command output, summaries)
@@ -296,7 +305,7 @@ def _on_assistant(state: State, msg: Message, out: Emitter) -> State:
     if failed:
         error = obj.get("error")
         wire["error"] = error if isinstance(error, str) and error else "unknown"
-    live = claude._on_assistant(state.live, _as(msg, wire), out)
+    live = live_assistant(state.live, _as(msg, wire), out)
     model = message.get("model")
     if isinstance(model, str) and model and model != "<synthetic>" and model != live.model:
         live = _replace(live, model=model)  # the next turns' turn.started says it
@@ -332,14 +341,14 @@ def _on_system(state: State, msg: Message, out: Emitter) -> State:
     native = out.native_type = f"system/{subtype}"
     live = state.live
     if subtype == "api_error":
-        live = claude.open_turn(live, out)
+        live = open_turn(live, out)
         error = obj.get("error")
         error = error if isinstance(error, dict) else {}
         status = error.get("status")
         text = error.get("message") or error.get("formatted")
         detail = {k: obj[k] for k in ("error", "retryInMs", "retryAttempt", "maxRetries")
                   if k in obj}
-        claude._emit(live, out, RuntimeErrorEvent, RuntimeErrorPayload(
+        _emit(live, out, RuntimeErrorEvent, RuntimeErrorPayload(
             message=text if isinstance(text, str) and text else "API error",
             errorClass="provider_error" if isinstance(status, int) else "transport_error",
             willRetry=True, detail=detail))
@@ -351,15 +360,15 @@ def _on_system(state: State, msg: Message, out: Emitter) -> State:
         return _end(state, out, "completed", **fields)
     if subtype == "compact_boundary":
         wire = {"compact_metadata": obj["compactMetadata"]} if "compactMetadata" in obj else {}
-        return _replace(state, live=claude._on_compact_boundary(live, _as(msg, wire), out))
+        return _replace(state, live=_on_compact_boundary(live, _as(msg, wire), out))
     if native not in IGNORED:
-        out.unknown(native, thread=claude._thread(live, out), turn=claude._turn(live, out))
+        out.unknown(native, thread=_thread(live, out), turn=_turn(live, out))
     return state
 
 
 def _on_cost_state(state: State, msg: Message, out: Emitter) -> State:
     usage = {k: v for k, v in msg.obj.items() if k not in ("type", "sessionId")}
-    claude._emit(state.live, out, ThreadTokenUsageUpdated,
+    _emit(state.live, out, ThreadTokenUsageUpdated,
                  ThreadTokenUsageUpdatedPayload(usage=usage))
     return state
 
@@ -367,7 +376,7 @@ def _on_cost_state(state: State, msg: Message, out: Emitter) -> State:
 def _on_summary(state: State, msg: Message, out: Emitter) -> State:
     summary = msg.obj.get("summary")
     name: str | UnsetType = summary if isinstance(summary, str) and summary else UNSET
-    claude._emit(state.live, out, ThreadMetadataUpdated, ThreadMetadataUpdatedPayload(name=name))
+    _emit(state.live, out, ThreadMetadataUpdated, ThreadMetadataUpdatedPayload(name=name))
     return state
 
 

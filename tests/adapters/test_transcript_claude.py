@@ -235,8 +235,15 @@ def test_what_only_the_file_has_is_mapped(pair: Path):
              and e["payload"]["state"] == "completed"]
     if version == "2.1.332":
         assert all(p["usage"]["input_tokens"] > 0 and p["stopReason"] for p in ended)
-        costs = [e["payload"]["usage"] for e in events if e["type"] == "thread.token-usage.updated"]
+        updates = [e["payload"] for e in events if e["type"] == "thread.token-usage.updated"]
+        costs = [u["usage"] for u in updates if "tokens" not in u]  # cost-state's
         assert [c["totalCostUSD"] >= 0 and "modelUsage" in c for c in costs] == [True]
+        # each turn with usage says the thread's total so far, as the live `result` does
+        turns = [e["payload"]["tokens"] for e in events
+                 if e["type"] == "turn.completed" and "tokens" in e["payload"]]
+        totals = [u["tokens"] for u in updates if "tokens" in u]
+        assert totals and [t["total"] for t in totals] == [
+            sum(t["total"] for t in turns[:n + 1]) for n in range(len(turns))]
 
 
 # ---- the rows' finer points, on rows written here --------------------------------
@@ -351,7 +358,8 @@ def test_an_interrupt_ends_the_turn_and_an_api_error_fails_it():
                        row("user", 3, message={"role": "user", "content": [
                            text("[Request interrupted by user]")]})])
     assert interrupted[-1]["payload"]["state"] == "interrupted"
-    assert interrupted[-2]["payload"]["author"] == "runtime"
+    said = [e for e in interrupted if e["type"] == "item.completed"]
+    assert said[-1]["payload"]["author"] == "runtime"
     failed = run([prompt(1, "one"),
                   row("system", 2, subtype="api_error", retryAttempt=1, maxRetries=1,
                       retryInMs=500, error={"status": 500, "message": "500 boom"}),
