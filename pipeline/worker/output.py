@@ -51,19 +51,6 @@ class Abandoned(Exception):  # noqa: N818 - a way out, not an error
     undelivered (OutputProducer.publish)."""
 
 
-def lane_of(agent: str) -> str:
-    """The producer an agent's deliveries go through: one per normalize agent (its
-    changelog, idle scan, stall watch and refusals with it: `normalize.claude.changelog`
-    -> `normalize.claude`), one for the fleet stage.
-
-    Why one each: aiokafka keeps one request in flight per broker, so with one producer
-    every agent's delivery waited for the request of the agent before it (measured with
-    CANONFLOW_BATCH_TIMINGS: a batch's deliveries were 86-98% of its time). An agent's
-    deliveries follow one another (it awaits each), so its order per partition is kept;
-    two agents never write the same session's records."""
-    return ".".join(agent.split(".", 2)[:2])
-
-
 class OutputProducer:
     """The producer of the agents' output topics (canonical, chat, dead letters) and of
     the session tables' changelogs.
@@ -83,15 +70,12 @@ class OutputProducer:
         self.health = health or Health()
         #: Is the worker stopping? (its app's `should_stop`; never, without an app)
         self.stopping = stopping or (lambda: False)
-        #: lane (lane_of an agent's name) -> its aiokafka producer
-        self._producers: dict[str, Any] = {}
+        self._producer: Any = None
         self._lock = asyncio.Lock()
 
-    async def get(self, lane: str = "") -> Any:
-        """The producer of `lane`, started on first use."""
+    async def get(self) -> Any:
         async with self._lock:
-            producer = self._producers.get(lane)
-            if producer is None:
+            if self._producer is None:
                 from aiokafka import AIOKafkaProducer
 
                 from pipeline.cluster.admin import kafka_client_kwargs
@@ -102,12 +86,12 @@ class OutputProducer:
                     max_batch_size=256 * 1024, max_request_size=EVENT_MAX_MESSAGE_BYTES,
                     request_timeout_ms=int(self.settings.producer_request_timeout * 1000))
                 await producer.start()
-                self._producers[lane] = producer
-            return producer
+                self._producer = producer
+            return self._producer
 
     async def stop(self, *args: Any, **kwargs: Any) -> None:
-        producers, self._producers = self._producers, {}
-        for producer in producers.values():
+        producer, self._producer = self._producer, None
+        if producer is not None:
             await producer.stop()  # flushes what is still buffered
 
     async def probe(self) -> None:
@@ -155,9 +139,8 @@ class OutputProducer:
         alone: set[int] = set()  # ids of records to send in a batch of their own
         ends: dict[tuple[str, int], int] = {}
         retrying = False
-        lane = lane_of(agent)
         while True:
-            attempt = self._attempt(pending, exact_ends, alone, lane)
+            attempt = self._attempt(pending, exact_ends, alone)
             sent, results, unsent, error = await (
                 self._unless_stopping(attempt, agent, len(pending)) if retrying else attempt)
             failed: set[tuple[str, int]] = set()
@@ -195,8 +178,8 @@ class OutputProducer:
             await self._unless_stopping(asyncio.sleep(delay), agent, len(pending))
             delay = min(delay * 2, RETRY_MAX_SECONDS)
 
-    async def _attempt(self, items: Sequence[Record], exact_ends: bool, alone: set[int],
-                       lane: str = "") -> tuple[list[tuple[tuple[str, int], Any, list[int]]],
+    async def _attempt(self, items: Sequence[Record], exact_ends: bool, alone: set[int]
+                       ) -> tuple[list[tuple[tuple[str, int], Any, list[int]]],
                                   list[Any], list[int], BaseException | None]:
         """Send `items` once (see `_send`) and wait for every delivery: the batches sent,
         their results (RecordMetadata or the exception), the indexes of the items not
@@ -205,7 +188,7 @@ class OutputProducer:
         unsent: list[int] = []
         error: BaseException | None = None
         try:
-            producer = await self.get(lane)
+            producer = await self.get()
             await self._send(producer, items, sent, unsent, exact_ends, alone)
         except Exception as e:  # no metadata in time, buffer full past the timeout, ...
             error = e

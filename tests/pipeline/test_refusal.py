@@ -58,7 +58,7 @@ def _sink(producer: _Producer) -> tuple[OutputProducer, WorkerMetrics, Health]:
     metrics, health = WorkerMetrics(), Health()
     sink = OutputProducer(Settings(broker="kafka://127.0.0.1:1", max_message_bytes=900),
                           metrics, health)
-    sink._producers = {"normalize.codex": producer}  # its lane (output.lane_of)
+    sink._producer = producer
     return sink, metrics, health
 
 
