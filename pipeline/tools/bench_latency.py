@@ -295,16 +295,22 @@ def format_latency_report(r: dict[str, Any]) -> list[str]:
         lines.append(f"  {row['rate']:>13,}   ({row['offered_per_s']:>8,.0f})  "
                      f"{row['events']:>7,}   {row['p50_ms']:>9.0f} {row['p99_ms']:>9.0f} "
                      f"{row['max_ms']:>9.0f}")
-    lines.append("  where a batch's time went (median ms per batch; share of the batches' time)")
-    lines.append("  offered msg/s  batches  records/batch  oldest age  " +
-                 "  ".join(f"{s:>13}" for s in STEPS))
-    for row in r["rates"]:
-        b = row["batches"]
-        lines.append(f"  {row['rate']:>13,}  {b['count']:>7,}  {b['records_per_batch']:>13.1f}  "
-                     f"{b['oldest_age_p50_ms']:>10.0f}  " + "  ".join(
-                         f"{b[s + '_p50_ms']:>6.1f} ({b[s + '_share']:>3.0%})" for s in STEPS))
+    if all("batches" in row for row in r["rates"]):
+        lines += _steps_report(r["rates"])
     over = r["p99_over_1s_at"]
     top = max(row["rate"] for row in r["rates"])
     lines.append(f"  p99 passes 1 s at {over:,} msg/s" if over is not None
                  else f"  p99 stays under 1 s up to {top:,} msg/s (the highest rate tried)")
+    return lines
+
+
+def _steps_report(rows: list[dict[str, Any]]) -> list[str]:
+    lines = ["  where a batch's time went (median ms per batch; share of the batches' time)"]
+    lines.append("  offered msg/s  batches  records/batch  oldest age  " +
+                 "  ".join(f"{s:>13}" for s in STEPS))
+    for row in rows:
+        b = row["batches"]
+        lines.append(f"  {row['rate']:>13,}  {b['count']:>7,}  {b['records_per_batch']:>13.1f}  "
+                     f"{b['oldest_age_p50_ms']:>10.0f}  " + "  ".join(
+                         f"{b[s + '_p50_ms']:>6.1f} ({b[s + '_share']:>3.0%})" for s in STEPS))
     return lines
