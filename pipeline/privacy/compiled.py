@@ -172,7 +172,8 @@ def compiled(patterns: tuple[str, ...], members_rule: bool) -> Compiled:
     members = SECRET_MEMBERS if members_rule else ()
     # Raw text (dead letters) holds the literals as they are; a JSON member named like
     # a secret there may have a space before its colon.
-    text_prefilter = _finder(compile_pattern(_alternation(literals | set(members)), max_mem=8 << 20))
+    text_prefilter = _finder(compile_pattern(_alternation(literals | set(members)),
+                                             max_mem=8 << 20))
     # Encoded events hold them JSON-escaped, and a secret member's name right before
     # `":`. Another encoder than msgspec may write a printable character, a tab or a
     # line end as \u00XX, K (Kelvin) and long s (k and s without case) as \u212a /

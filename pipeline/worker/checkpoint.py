@@ -195,14 +195,16 @@ class Checkpoint:
 
     def _write_timings(self) -> None:
         """One JSON line of this batch's steps (CANONFLOW_BATCH_TIMINGS): when it was
-        acknowledged (epoch s), its records, how old its oldest record was when the batch began (the fetch wait and the
-        batches ahead of it), and each step's seconds."""
+        acknowledged (epoch s), its records, how old its oldest record was when the batch
+        began (the fetch wait and the batches ahead of it), and each step's seconds."""
         assert self.timings is not None
-        age = (time.time() - (time.perf_counter() - self.started) - min(self.stamps)
-               if self.stamps else None)
+        now = time.time()
+        began = now - (time.perf_counter() - self.started)
         self.timings.write(msgspec.json.encode({
-            "at": time.time(), "agent": self.name, "records": self.records, "items": len(self.items),
-            "states": len(self.states), "oldest_age": age, **self.seconds}) + b"\n")
+            "at": now, "agent": self.name, "records": self.records,
+            "items": len(self.items), "states": len(self.states),
+            "oldest_age": began - min(self.stamps) if self.stamps else None,
+            **self.seconds}) + b"\n")
         self.timings.flush()
 
     async def publish(self) -> None:
