@@ -152,14 +152,18 @@ class Redactor:
 
         return publish
 
-    def untouched(self, data: bytes) -> bool:
-        """True when `apply` returns each of the encoded events `data` holds (JSON
-        lines, as replay writes them) unchanged: no hook, and no rule's literal anywhere
-        in `data`. One prefilter pass for many events: each event's bytes are a part of
-        `data`, so a literal in one of them is in `data` (a literal that only spans two
-        lines sends them the one-by-one way: slower, the same bytes)."""
-        return self.hook is None and (not self._rules or (
-            not self._always and self._json_prefilter(data) is None))
+    def literal_span(self, data: bytes, pos: int = 0) -> tuple[int, int] | None:
+        """Where the first of the rules' literals in `data` from `pos` is, or None when
+        none is: then `apply` returns every encoded event wholly in `data[pos:]` (JSON
+        lines, as replay writes them) unchanged. One prefilter pass for many events:
+        each event's bytes are a part of `data`, so a literal in one of them is in
+        `data`, and the prefilter finds the leftmost, so no event that ends before the
+        span holds one (a literal across a line end only sends its lines the one-by-one
+        way: slower, the same bytes). (pos, pos) when no event can skip `apply` (a hook,
+        a rule without a provable literal)."""
+        if self.hook is not None or (self._rules and self._always):
+            return pos, pos
+        return self._json_prefilter(data, pos) if self._rules else None
 
     def apply(self, encoded: bytes) -> bytes:
         """The event to publish (JSON bytes): `encoded` itself when nothing matched.
