@@ -63,6 +63,10 @@ class Settings(Struct, frozen=True, kw_only=True):
     #: answers a fetch as soon as a record arrives; a broker that waits it out (the
     #: embedded Tansu) holds each record up to this long (Faust's own: 1.5 s).
     fetch_max_wait: float = 0.05
+    #: A file each normalize batch appends its step timings to, one JSON line (records,
+    #: the oldest record's age, seconds to translate, publish, store, drop, count):
+    #: `canonflow bench --latency` reads it; empty: none.
+    batch_timings: str = ""
     #: Records larger than this go to the dead-letter topic untranslated.
     max_record_bytes: int = 1024 * 1024
     #: The most one item's pending text or output keeps (UTF-8 bytes): past it the

@@ -79,15 +79,24 @@ _last: tuple[str | None, int] = (None, 0)
 
 def _hold_point(text: str) -> int:
     n = len(text)
+    end = n - 1 if text.endswith("\n") else n
+    tail = text[n - HOLD_KEY:] if n > HOLD_KEY else text
+    if not (":" in tail or "=" in tail or "-" in tail):
+        # The common delta: no ":", "=" or "-" in the last HOLD_KEY characters, so no
+        # private key's BEGIN, and in the window (its last HOLD_SCAN) only the last word
+        # may start a tail (_may_start): what the full path below answers then, sooner.
+        if end == 0 or text[end - 1].isspace():
+            return n
+        if not _may_start(text[max(0, n - HOLD_SCAN):end].rsplit(maxsplit=1)[-1]):
+            return n
     cut = n
     key = text.rfind("-----BEGIN", max(0, n - HOLD_KEY))
     if key >= 0 and text.find("-----END", key) < 0:
         cut = key
     floor = max(0, n - HOLD_SCAN)
     window = text[floor:]
-    # the regexes' "$" matches at the end and before a last "\n": a word that ends
-    # there ends where they may match
-    end = n - 1 if text.endswith("\n") else n
+    # the regexes' "$" matches at the end and before a last "\n" (`end`): a word that
+    # ends there ends where they may match
     worded = end > floor and not text[end - 1].isspace()
     if not (":" in window or "=" in window or "-" in window):
         # the tail (within the window) has none either: only its last word may hold

@@ -39,20 +39,28 @@ named in the worker's configuration.
 from __future__ import annotations
 
 import bisect
-import functools
 import hashlib
 import importlib
 import json
 import logging
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, NamedTuple
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
 import msgspec
-import re2
 
+from pipeline.privacy.compiled import (
+    MATCH_COST,
+    Budget,
+    RedactionError,
+    Span,
+    compiled,
+    mask,
+    match_spans,
+    spans_of,
+)
 from pipeline.privacy.hold import hold_point
-from pipeline.privacy.literals import json_literals, min_width, required_literals
+from pipeline.privacy.literals import required_literals
 from pipeline.privacy.rules import (
     BUILTIN_PATTERNS,
     ENVELOPE_FIELDS,
@@ -71,184 +79,13 @@ __all__ = ["BUILTIN_PATTERNS", "DEFAULT_BUDGET", "ENVELOPE_FIELDS", "MASK", "RUL
 
 log = logging.getLogger(__name__)
 
-#: Work units (one per byte a pattern scans, _MATCH_COST per match) a record may
-#: spend, per byte of the record, and at least _BUDGET_FLOOR. Measured here: RE2 scans
+#: Work units (one per byte a pattern scans, MATCH_COST per match) a record may
+#: spend, per byte of the record, and at least BUDGET_FLOOR. Measured here: RE2 scans
 #: about 600 MB/s (~1.7 ns a unit) and a match with its groups costs up to ~10 us, so
 #: 64 units a byte bound redaction to ~0.1 CPU-s per MB of record, whatever it holds.
 DEFAULT_BUDGET = 64
 _MASK_TEXT = MASK.decode()
 _ASSIGNMENT = next(r.pattern for r in RULES if r.name == "secret-assignment")
-_BUDGET_FLOOR = 1 << 20
-_MATCH_COST = 8192
-
-
-class RedactionError(ValueError):
-    """The redaction settings are invalid (a bad pattern, a hook that cannot be loaded)."""
-
-
-# ---------------------------------------------------------------------------
-# Masking
-# ---------------------------------------------------------------------------
-
-_REPLACEMENT = {"s": MASK, "q": b'"' + MASK + b'"', "e": b'\\"' + MASK + b'\\"'}
-
-Span = tuple[int, int, bytes]
-
-
-def spans_of(rx: Any, names: dict[int, bytes], text: bytes) -> list[Span]:
-    """What each match of `rx` in `text` masks: its named groups that took part, else
-    the whole match (reference and fast path alike)."""
-    out: list[Span] = []
-    for m in rx.finditer(text):
-        out += _match_spans(m, names)
-    return out
-
-
-def _match_spans(m: Any, names: dict[int, bytes]) -> list[Span]:
-    got = [(m.start(i), m.end(i), rep) for i, rep in names.items() if m.start(i) >= 0]
-    return got or [(m.start(), m.end(), MASK)]
-
-
-def mask(text: bytes, spans: list[Span]) -> bytes:
-    """`text` with each span replaced; overlapping spans merge (the first one's
-    replacement stands for the merged stretch)."""
-    out, last = [], 0
-    for start, end, rep in sorted(spans):
-        if end <= last:
-            continue
-        if start < last:  # overlaps the stretch already masked: extend it
-            out.append(b"")
-        else:
-            out += [text[last:start], rep]
-        last = end
-    out.append(text[last:])
-    return b"".join(out)
-
-
-def _group_names(rx: Any) -> dict[int, bytes]:
-    names = {(n.decode() if isinstance(n, bytes) else n): i for n, i in rx.groupindex.items()}
-    return {i: _REPLACEMENT[n[0]] for n, i in sorted(names.items(), key=lambda x: x[1])
-            if n[:1] in _REPLACEMENT}
-
-
-def _options(max_mem: int = 64 << 20, never_capture: bool = False) -> Any:
-    opts = re2.Options()
-    opts.max_mem = max_mem  # room for the DFA: a DFA out of memory would fall back to NFA
-    opts.never_capture = never_capture
-    return opts
-
-
-def _compile(pattern: str, **options: Any) -> Any:
-    try:
-        return re2.compile(pattern.encode(), _options(**options))
-    except re2.error as e:
-        raise RedactionError(f"invalid redaction pattern {pattern!r} (RE2 syntax: no "
-                             f"look-around or back-references): {e}") from None
-
-
-def _alternation(literals: Iterable[str], *patterns: str) -> str:
-    return "(?i:" + "|".join([re2.escape(x) for x in sorted(literals)] + list(patterns)) + ")"
-
-
-_UNANCHORED = re2._Anchor.UNANCHORED
-
-
-def _finder(rx: Any) -> Callable[..., tuple[int, int] | None]:
-    """`find(data, pos=0)`: the span of `rx`'s first match in `data` from `pos`, or
-    None. Calls google-re2's compiled RE2 (version pinned) without the wrapper's
-    generator, ~1 us a call less: this runs on every event."""
-    match = rx._regexp.Match
-
-    def find(data: bytes, pos: int = 0) -> tuple[int, int] | None:
-        span = match(_UNANCHORED, data, pos, len(data))[0]
-        return None if span[0] < 0 else span
-
-    return find
-
-
-def _never(data: bytes, pos: int = 0) -> None:
-    return None
-
-
-class _Budget:
-    """Work a record may still spend (deterministic: bytes scanned and matches, never
-    the clock, so the same record always publishes the same bytes)."""
-
-    __slots__ = ("left", "spent")
-
-    def __init__(self, size: int, per_byte: int):
-        self.left = max(_BUDGET_FLOOR, per_byte * size)
-        self.spent = 0
-
-    def spend(self, units: int) -> bool:
-        """False once the budget is gone."""
-        self.spent += units
-        self.left -= units
-        return self.left >= 0
-
-    def scanned(self, units: int) -> None:
-        """Work that is always done (one pass of the combined rules): counted, not
-        limited."""
-        self.spent += units
-
-
-class _Pattern:
-    __slots__ = ("pattern", "rx", "names", "literals")
-
-    def __init__(self, pattern: str):
-        self.pattern = pattern
-        self.rx = _compile(pattern, max_mem=8 << 20)
-        self.names = _group_names(self.rx)
-        self.literals = required_literals(pattern)
-
-
-class _Compiled(NamedTuple):
-    """A rule set compiled: the rules, the prefilters, the detector and the RE2 set."""
-
-    rules: list[_Pattern]
-    always: bool  # a pattern without a provable literal: scan every event
-    min: int
-    text_prefilter: Callable[..., tuple[int, int] | None]
-    json_prefilter: Callable[..., tuple[int, int] | None]
-    detector: Callable[..., tuple[int, int] | None]
-    set: Any
-
-
-@functools.lru_cache(maxsize=8)
-def _compiled(patterns: tuple[str, ...], members_rule: bool) -> _Compiled:
-    """The compiled form of a rule set, built once per process: compiling the built-in
-    rules costs 40-90 ms, and every Normalizer and Replayer builds a Redactor (the test
-    suite made 356 of them, 15 CPU-seconds). RE2's compiled objects are immutable, so
-    Redactors share them; what a Redactor counts (work, budget) stays its own."""
-    rules = [_Pattern(p) for p in patterns]
-    literals: set[str] = set()
-    always = False
-    for rule in rules:
-        if rule.literals is None:
-            always = True
-        else:
-            literals |= rule.literals
-    least = min((min_width(p) for p in patterns), default=0)
-    if not rules:
-        return _Compiled(rules, always, least, _never, _never, _never, None)
-    members = SECRET_MEMBERS if members_rule else ()
-    # Raw text (dead letters) holds the literals as they are; a JSON member named like
-    # a secret there may have a space before its colon.
-    text_prefilter = _finder(_compile(_alternation(literals | set(members)), max_mem=8 << 20))
-    # Encoded events hold them JSON-escaped, and a secret member's name right before
-    # `":`. Another encoder than msgspec may write a printable character, a tab or a
-    # line end as \u00XX, K (Kelvin) and long s (k and s without case) as \u212a /
-    # \u017f, "/" as "\/", or a space before a member's colon: such text goes the slow way.
-    json_prefilter = _finder(_compile(_alternation(
-        json_literals(literals) | {m + '":' for m in members},
-        r"\\(?:/|u(?:[^0]|0[^0]|00[^01]|000[9adAD]))", r'"[ \t\r\n]+:'),
-        max_mem=8 << 20))
-    detector = _finder(_compile("|".join(f"(?:{p})" for p in patterns), never_capture=True))
-    search_set = re2.Set.SearchSet(_options())
-    for p in patterns:
-        search_set.Add(p.encode())
-    search_set.Compile()
-    return _Compiled(rules, always, least, text_prefilter, json_prefilter, detector, search_set)
 
 
 # ---------------------------------------------------------------------------
@@ -269,18 +106,18 @@ class Redactor:
         self.deadletter_original = deadletter_original
         #: the JSON-member rule comes with the built-in assignment rule
         self.members = _ASSIGNMENT in self.patterns
-        compiled = _compiled(tuple(self.patterns), self.members)
-        self._rules = compiled.rules
+        rules = compiled(tuple(self.patterns), self.members)
+        self._rules = rules.rules
         self.budget_exceeded = 0  # records that ran out of budget (fail closed)
         self.work = 0  # work units spent so far (bytes scanned, matches): tests count it
-        self._always = compiled.always
-        self._min = compiled.min
+        self._always = rules.always
+        self._min = rules.min
         # all patterns built in: see _strings
         self._joined = all(p in BUILTIN_PATTERNS for p in self.patterns)
-        self._json_prefilter = compiled.json_prefilter
-        self._text_prefilter = compiled.text_prefilter
-        self._detector = compiled.detector
-        self._set = compiled.set
+        self._json_prefilter = rules.json_prefilter
+        self._text_prefilter = rules.text_prefilter
+        self._detector = rules.detector
+        self._set = rules.set
 
     @property
     def active(self) -> bool:
@@ -315,14 +152,18 @@ class Redactor:
 
         return publish
 
-    def untouched(self, data: bytes) -> bool:
-        """True when `apply` returns each of the encoded events `data` holds (JSON
-        lines, as replay writes them) unchanged: no hook, and no rule's literal anywhere
-        in `data`. One prefilter pass for many events: each event's bytes are a part of
-        `data`, so a literal in one of them is in `data` (a literal that only spans two
-        lines sends them the one-by-one way: slower, the same bytes)."""
-        return self.hook is None and (not self._rules or (
-            not self._always and self._json_prefilter(data) is None))
+    def literal_span(self, data: bytes, pos: int = 0) -> tuple[int, int] | None:
+        """Where the first of the rules' literals in `data` from `pos` is, or None when
+        none is: then `apply` returns every encoded event wholly in `data[pos:]` (JSON
+        lines, as replay writes them) unchanged. One prefilter pass for many events:
+        each event's bytes are a part of `data`, so a literal in one of them is in
+        `data`, and the prefilter finds the leftmost, so no event that ends before the
+        span holds one (a literal across a line end only sends its lines the one-by-one
+        way: slower, the same bytes). (pos, pos) when no event can skip `apply` (a hook,
+        a rule without a provable literal)."""
+        if self.hook is not None or (self._rules and self._always):
+            return pos, pos
+        return self._json_prefilter(data, pos) if self._rules else None
 
     def apply(self, encoded: bytes) -> bytes:
         """The event to publish (JSON bytes): `encoded` itself when nothing matched.
@@ -335,7 +176,7 @@ class Redactor:
             except msgspec.DecodeError:
                 encoded = self.redact_text(encoded)
             else:
-                budget = _Budget(len(encoded), self.budget)
+                budget = Budget(len(encoded), self.budget)
                 if self._walk(doc, budget, envelope=True):
                     encoded = msgspec.json.encode(doc)
                 self._done(len(encoded), budget)
@@ -345,7 +186,7 @@ class Redactor:
                 encoded = json.dumps(result, ensure_ascii=False, separators=(",", ":")).encode()
         return encoded
 
-    def _walk(self, doc: Any, budget: _Budget, *, envelope: bool = False) -> bool:
+    def _walk(self, doc: Any, budget: Budget, *, envelope: bool = False) -> bool:
         """Redact every string of a decoded JSON document in place (and each value
         whose member name says secret); True if anything changed."""
         changed = False
@@ -398,7 +239,7 @@ class Redactor:
             _rename(node, names)
         return changed
 
-    def _strings(self, texts: list[str], budget: _Budget
+    def _strings(self, texts: list[str], budget: Budget
                  ) -> Iterator[tuple[int, str]]:
         """(index, redacted text) of each of `texts` that redaction changes.
 
@@ -431,20 +272,20 @@ class Redactor:
             first = max(done + 1, bisect.bisect_right(starts, span[0]) - 1)
             last = max(first, bisect.bisect_right(starts, span[1] - 1) - 1)
             for i in range(first, last + 1):
-                new = self._scan(datas[i], budget)
-                if new is not datas[i]:
-                    yield i, new.decode("utf-8", "surrogatepass")
+                scanned = self._scan(datas[i], budget)
+                if scanned is not datas[i]:
+                    yield i, scanned.decode("utf-8", "surrogatepass")
             # on from the newline after it: a match may start there ([ \t\r\n]-p'...)
             done, pos = last, starts[last] + len(datas[last])
 
-    def _string(self, s: str, budget: _Budget) -> str:
+    def _string(self, s: str, budget: Budget) -> str:
         if len(s) < self._min:
             return s
         data = s.encode("utf-8", "surrogatepass")
         new = self._scan(data, budget)
         return s if new is data else new.decode("utf-8", "surrogatepass")
 
-    def _scan(self, data: bytes, budget: _Budget) -> bytes:
+    def _scan(self, data: bytes, budget: Budget) -> bytes:
         """One string's bytes, redacted: one pass of every rule at once; the rules that
         matched run again for their spans. Past the budget, a string with a match is
         masked whole."""
@@ -461,13 +302,13 @@ class Redactor:
             if not budget.spend(len(data)):
                 return MASK
             for m in rule.rx.finditer(data):
-                if not budget.spend(_MATCH_COST):
+                if not budget.spend(MATCH_COST):
                     spans.append((m.start(), len(data), MASK))  # fail closed from here
                     return mask(data, spans)
-                spans += _match_spans(m, rule.names)
+                spans += match_spans(m, rule.names)
         return mask(data, spans) if spans else data
 
-    def _done(self, size: int, budget: _Budget) -> None:
+    def _done(self, size: int, budget: Budget) -> None:
         self.work += budget.spent
         if budget.left >= 0:
             return
@@ -483,7 +324,7 @@ class Redactor:
         itself when nothing matched."""
         if not self._rules:
             return data
-        budget = _Budget(len(data), self.budget)
+        budget = Budget(len(data), self.budget)
         out = self._scan(data, budget) if len(data) >= self._min else data
         self._done(len(data), budget)
         return out
@@ -494,7 +335,7 @@ class Redactor:
         nothing matched."""
         if not self._rules or not (self._always or self._text_prefilter(data) is not None):
             return data
-        budget = _Budget(len(data), self.budget)
+        budget = Budget(len(data), self.budget)
         lines = data.split(b"\n")
         changed = False
         for i, line in enumerate(lines):

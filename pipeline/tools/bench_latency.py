@@ -176,9 +176,11 @@ def run_latency_bench(settings: Settings, *, rates: list[int], fixtures: Path | 
     log = tempfile.NamedTemporaryFile(prefix="canonflow-bench-latency-", suffix=".log",
                                       delete=False)
     log.close()
+    timings = log.name[:-len(".log")] + ".batches.jsonl"
     try:
         live = live.replace(app_id=f"bench-latency-{os.getpid()}", web_enabled=False,
-                            data_dir=tempfile.mkdtemp(prefix="canonflow-bench-"))
+                            data_dir=tempfile.mkdtemp(prefix="canonflow-bench-"),
+                            batch_timings=timings)
         ensure_topics(live)
         worker = WorkerProcess(live, log_path=log.name, env=worker_env).start()
         try:
@@ -226,11 +228,48 @@ def run_latency_bench(settings: Settings, *, rates: list[int], fixtures: Path | 
         if broker:
             broker.stop()
     rows = summarize(phases, arrivals)
+    steps = batch_steps(phases, read_timings(timings))
+    for r, s in zip(rows, steps, strict=True):
+        r["batches"] = s
     over = next((r["rate"] for r in rows if r["p99_ms"] > 1000), None)
     for r in rows:
         say(f"latency at {r['rate']:,} msg/s: p50 {r['p50_ms']:.0f} ms, p99 "
             f"{r['p99_ms']:.0f} ms, max {r['max_ms']:.0f} ms ({r['events']:,} events)")
-    return {"rates": rows, "p99_over_1s_at": over, "worker_log": log.name}
+    return {"rates": rows, "p99_over_1s_at": over, "worker_log": log.name,
+            "batch_timings": timings}
+
+
+#: A batch's steps, as the worker's checkpoint times them (CANONFLOW_BATCH_TIMINGS).
+STEPS = ("translate", "publish", "store", "drop", "count")
+
+
+def read_timings(path: str) -> list[dict[str, Any]]:
+    try:
+        with open(path, "rb") as fh:
+            return [msgspec.json.decode(line) for line in fh if line.strip()]
+    except FileNotFoundError:
+        return []
+
+
+def batch_steps(phases: list[dict[str, Any]], batches: list[dict[str, Any]]
+                ) -> list[dict[str, Any]]:
+    """Where a rate's time went in the worker: its batches (acknowledged from the
+    rate's first record until the next rate's), records per batch, the median oldest
+    record's age when its batch began (the fetch wait and the batches ahead of it),
+    and each step's median ms and share of the batches' time."""
+    out = []
+    for i, p in enumerate(phases):
+        hi = phases[i + 1]["start"] if i + 1 < len(phases) else float("inf")
+        mine = [b for b in batches if p["start"] <= b["at"] < hi]
+        total = sum(b[s] for b in mine for s in STEPS) or 1.0
+        ages = [b["oldest_age"] * 1000 for b in mine if b.get("oldest_age") is not None]
+        out.append({
+            "count": len(mine),
+            "records_per_batch": sum(b["records"] for b in mine) / max(1, len(mine)),
+            "oldest_age_p50_ms": _percentile(ages, 0.5),
+            **{f"{s}_p50_ms": _percentile([b[s] * 1000 for b in mine], 0.5) for s in STEPS},
+            **{f"{s}_share": sum(b[s] for b in mine) / total for s in STEPS}})
+    return out
 
 
 def _warm_up(settings: Settings, fixtures: Path) -> None:
@@ -256,8 +295,22 @@ def format_latency_report(r: dict[str, Any]) -> list[str]:
         lines.append(f"  {row['rate']:>13,}   ({row['offered_per_s']:>8,.0f})  "
                      f"{row['events']:>7,}   {row['p50_ms']:>9.0f} {row['p99_ms']:>9.0f} "
                      f"{row['max_ms']:>9.0f}")
+    if all("batches" in row for row in r["rates"]):
+        lines += _steps_report(r["rates"])
     over = r["p99_over_1s_at"]
     top = max(row["rate"] for row in r["rates"])
     lines.append(f"  p99 passes 1 s at {over:,} msg/s" if over is not None
                  else f"  p99 stays under 1 s up to {top:,} msg/s (the highest rate tried)")
+    return lines
+
+
+def _steps_report(rows: list[dict[str, Any]]) -> list[str]:
+    lines = ["  where a batch's time went (median ms per batch; share of the batches' time)"]
+    lines.append("  offered msg/s  batches  records/batch  oldest age  " +
+                 "  ".join(f"{s:>13}" for s in STEPS))
+    for row in rows:
+        b = row["batches"]
+        lines.append(f"  {row['rate']:>13,}  {b['count']:>7,}  {b['records_per_batch']:>13.1f}  "
+                     f"{b['oldest_age_p50_ms']:>10.0f}  " + "  ".join(
+                         f"{b[s + '_p50_ms']:>6.1f} ({b[s + '_share']:>3.0%})" for s in STEPS))
     return lines

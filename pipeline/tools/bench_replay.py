@@ -18,6 +18,9 @@ work too, and a ratio is taken within a repetition, never across two):
 * replay at default settings (`pipeline.tools.replay.replay`: reading, splitting,
   translation, redaction, encoding, writing to a file), and the same with redaction off
   (CANONFLOW_REDACT=off): the difference is what redaction costs the path;
+* translation alone: every line through the translator (`Replayer.feed`, no hold
+  policy), nothing encoded or written: the adapter core's cost per message, the floor
+  under replay (replay/bare decode cannot exceed translation/bare decode);
 * redaction alone: `Redactor.apply` on each canonical event of the workload, encoded as
   replay publishes it (the per-event cost), and the hold policy (`hold_point`) on
   each text delta's text as the conversation core asks it.
@@ -185,6 +188,24 @@ def replay_seconds(path: str, redact: bool) -> tuple[float, int]:
     return elapsed, events
 
 
+def translate_seconds(path: str) -> float:
+    """The adapter core alone: every line of the file through `Replayer.feed` (the
+    translator, one line a record, no hold policy), the events kept nowhere: what no
+    change to replay's reading, redaction, encoding or writing can go below."""
+    from pipeline.tools.replay import Replayer, iter_blocks
+
+    rep = Replayer("claude", hold=None)
+    feed = rep.feed
+    with open(path, "rb") as fh:
+        start = time.process_time()
+        offset = 0
+        for lines in iter_blocks(fh):
+            for raw in lines:
+                offset += 1
+                feed("bench", offset, raw, "native")
+        return time.process_time() - start
+
+
 def redaction_costs(path: str) -> dict[str, float]:
     """Microseconds per canonical event of `Redactor.apply` (the default rules), and per
     text delta of the hold policy, on the workload's own events."""
@@ -227,14 +248,25 @@ def run_replay_bench(messages: int, repeat: int,
         events = 0
         for i in range(repeat):
             bare = bare_decode_seconds(path)
-            on, events = replay_seconds(path, redact=True)
-            off, _ = replay_seconds(path, redact=False)
+            # on then off, then off then on: a machine that slows down within a
+            # repetition weighs on neither side
+            if i % 2:
+                off, _ = replay_seconds(path, redact=False)
+                on, events = replay_seconds(path, redact=True)
+            else:
+                on, events = replay_seconds(path, redact=True)
+                off, _ = replay_seconds(path, redact=False)
+            alone = translate_seconds(path)
             runs.append({"bare_decode_msgs_per_s": n / bare, "replay_msgs_per_s": n / on,
                          "replay_redact_off_msgs_per_s": n / off,
+                         "translate_msgs_per_s": n / alone,
                          "replay_vs_bare_decode": bare / on,
+                         "translate_vs_bare_decode": bare / alone,
+                         "translate_share_of_replay": alone / on,
                          "redaction_share_of_replay": max(0.0, on - off) / on})
             say(f"run {i + 1}/{repeat}: replay {n / on:,.0f} msg/s, bare decode "
-                f"{n / bare:,.0f} msg/s ({bare / on:.2f}x), redaction "
+                f"{n / bare:,.0f} msg/s ({bare / on:.3f}x), translation alone "
+                f"{n / alone:,.0f} msg/s ({alone / on:.0%} of replay), redaction "
                 f"{max(0.0, on - off) / on:.0%} of replay")
         costs = redaction_costs(path)
     finally:
@@ -255,8 +287,12 @@ def format_replay_report(r: dict[str, Any]) -> list[str]:
         f"  bare msgspec decode of the file          {r['bare_decode_msgs_per_s']:>12,.0f}",
         f"  replay, default settings (redaction on)  {r['replay_msgs_per_s']:>12,.0f}",
         f"  replay, CANONFLOW_REDACT=off             {r['replay_redact_off_msgs_per_s']:>12,.0f}",
-        f"ratio replay/bare decode = {r['replay_vs_bare_decode']:.2f} (within each run: "
-        + " ".join(f"{x:.2f}" for x in per["replay_vs_bare_decode"]) + ")",
+        f"  translation alone (the adapter core)     {r['translate_msgs_per_s']:>12,.0f}",
+        f"ratio replay/bare decode = {r['replay_vs_bare_decode']:.3f} (within each run: "
+        + " ".join(f"{x:.3f}" for x in per["replay_vs_bare_decode"]) + "); translation "
+        f"alone/bare decode = {r['translate_vs_bare_decode']:.3f}, "
+        f"{r['translate_share_of_replay']:.0%} of replay's time "
+        f"({1e6 / r['translate_msgs_per_s']:.1f} us a message)",
         f"redaction's share of replay = {r['redaction_share_of_replay']:.0%} (within each "
         "run: " + " ".join(f"{x:.0%}" for x in per["redaction_share_of_replay"]) + ")",
         f"  Redactor.apply {red['apply_us_per_event']:.2f} us per event "

@@ -21,6 +21,8 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import msgspec
+
 from pipeline.ops.metrics import Item, WorkerMetrics
 from pipeline.privacy.redact import Redactor
 from pipeline.worker.faust_door import Entry, local, note_persisted, write_entries
@@ -142,6 +144,8 @@ class Checkpoint:
         self.started = time.perf_counter()
         self.seconds = {"translate": 0.0, "publish": 0.0}
         self.acknowledged = False
+        #: where each batch's step timings go (CANONFLOW_BATCH_TIMINGS; None: nowhere)
+        self.timings = timings_file(sink.settings.batch_timings)
 
     def stored(self, key: bytes) -> bytes | None:
         """The session's state as this batch left it so far (its table value at first):
@@ -173,14 +177,35 @@ class Checkpoint:
     async def commit(self) -> None:
         """Steps 1 to 5, in order. Raises only CancelledError (the worker stops before
         the batch is delivered: it is not acknowledged)."""
-        self.seconds["translate"] = time.perf_counter() - self.started
+        seconds = self.seconds
+        seconds["translate"] = time.perf_counter() - self.started
         t0 = time.perf_counter()
         await self.publish()
-        self.seconds["publish"] = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        seconds["publish"] = t1 - t0
         await self.store()
+        t2 = time.perf_counter()
         await self.drop()
+        t3 = time.perf_counter()
         await self.count()
         self.acknowledge()
+        if self.timings is not None:
+            seconds.update(store=t2 - t1, drop=t3 - t2, count=time.perf_counter() - t3)
+            self._write_timings()
+
+    def _write_timings(self) -> None:
+        """One JSON line of this batch's steps (CANONFLOW_BATCH_TIMINGS): when it was
+        acknowledged (epoch s), its records, how old its oldest record was when the batch
+        began (the fetch wait and the batches ahead of it), and each step's seconds."""
+        assert self.timings is not None
+        now = time.time()
+        began = now - (time.perf_counter() - self.started)
+        self.timings.write(msgspec.json.encode({
+            "at": now, "agent": self.name, "records": self.records,
+            "items": len(self.items), "states": len(self.states),
+            "oldest_age": began - min(self.stamps) if self.stamps else None,
+            **self.seconds}) + b"\n")
+        self.timings.flush()
 
     async def publish(self) -> None:
         chunks = write_entries(self.tables.items, self.spool.entries(drops=False))
@@ -223,3 +248,16 @@ class Checkpoint:
 
     def acknowledge(self) -> None:
         self.acknowledged = True
+
+
+_timings: dict[str, Any] = {}
+
+
+def timings_file(path: str) -> Any:
+    """The file the batches' step timings are appended to (one per worker process and
+    path, open while it runs), or None when `path` is empty."""
+    if not path:
+        return None
+    if path not in _timings:
+        _timings[path] = open(path, "ab")  # noqa: SIM115 - for the process's life
+    return _timings[path]

@@ -158,3 +158,26 @@ def test_latency_percentiles_are_per_rate_from_the_send_times():
                                                                          (2, 1500.0, 1500.0)]
     report = "\n".join(format_latency_report({"rates": rows, "p99_over_1s_at": 1000}))
     assert "p99 passes 1 s at 1,000 msg/s" in report
+
+
+def test_a_rates_batches_are_those_acknowledged_until_the_next_rate():
+    from pipeline.tools.bench_latency import batch_steps, format_latency_report, summarize
+
+    phases = [{"rate": 100, "sent": 1, "start": 10.0, "end": 12.0, "offered_per_s": 1.0},
+              {"rate": 1000, "sent": 1, "start": 20.0, "end": 21.0, "offered_per_s": 1.0}]
+
+    def batch(at: float, records: int, publish: float) -> dict:
+        return {"at": at, "agent": "normalize.codex", "records": records, "oldest_age": 0.1,
+                "translate": 0.001, "publish": publish, "store": 0.002, "drop": 0.0,
+                "count": 0.0}
+
+    steps = batch_steps(phases, [batch(9.0, 50, 1.0), batch(11.0, 2, 0.007),
+                                 batch(19.0, 4, 0.007), batch(25.0, 9, 0.097)])
+    assert [s["count"] for s in steps] == [2, 1]  # the warm-up's batch belongs to none
+    assert steps[0]["records_per_batch"] == 3.0 and steps[0]["oldest_age_p50_ms"] == 100.0
+    assert steps[1]["publish_p50_ms"] == 97.0 and steps[1]["publish_share"] == 0.97
+    rows = summarize(phases, [(10_000.0, 10_010.0), (20_000.0, 20_020.0)])
+    for r, s in zip(rows, steps, strict=True):
+        r["batches"] = s
+    report = "\n".join(format_latency_report({"rates": rows, "p99_over_1s_at": None}))
+    assert "where a batch's time went" in report and "97.0 (97%)" in report

@@ -267,7 +267,9 @@ _hold_piece = st.one_of(st.sampled_from(_STARTS_AND_PREFIXES), st.sampled_from(S
                         st.sampled_from(TEXTS),
                         st.text(alphabet=st.characters(codec="utf-8"), max_size=6),
                         st.text(alphabet=" \t\n\"'()`.,;:=-_/+@éß\u00a0", max_size=3),
-                        st.sampled_from(["x" * 509, "word " * 102]))  # past HOLD_SCAN
+                        # past HOLD_SCAN; past HOLD_KEY (a key's BEGIN before it is not held)
+                        st.sampled_from(["x" * 509, "word " * 102, "word " * 1640]),
+                        st.just("-----BEGIN"))
 _delta = st.lists(_hold_piece, max_size=6).map("".join)
 
 

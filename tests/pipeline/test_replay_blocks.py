@@ -70,7 +70,7 @@ def _one_by_one(data: bytes, monkeypatch, fmt: Format = "native") -> tuple[bytes
     """Replay as before blocks: every event published (redacted) on its own."""
     from pipeline.privacy.redact import Redactor
 
-    monkeypatch.setattr(Redactor, "untouched", lambda self, data: False)
+    monkeypatch.setattr(Redactor, "literal_span", lambda self, data, pos=0: (pos, pos))
     return _replay(data, 1 << 20, monkeypatch, 1 << 16, fmt)
 
 
@@ -92,3 +92,39 @@ def test_replay_of_every_claude_capture_is_unchanged_by_blocks(monkeypatch):
         assert want[0].count(b"\n") > 5
         with monkeypatch.context() as m:
             assert _replay(data, 100, m, 1 << 16, "capture") == want
+
+
+def _events_of(data: bytes) -> list:
+    rep = replay_mod.Replayer("claude")
+    events: list = []
+    for n, raw in iter_lines(io.BytesIO(data)):
+        events += rep.feed("s", n, raw, "native")[0]
+    return events
+
+
+_EVENTS = _events_of(_secret_session())
+
+
+def _hook(event: dict) -> None:
+    return None  # publishes every event unchanged: but each must go through it
+
+
+@pytest.mark.parametrize("redactor", ["default", "hook", "no-literal pattern", "off"])
+def test_a_block_with_secrets_writes_what_publishing_each_event_writes(redactor):
+    from pipeline.privacy.redact import BUILTIN_PATTERNS, Redactor
+
+    r = {"default": Redactor(list(BUILTIN_PATTERNS)),
+         "hook": Redactor(list(BUILTIN_PATTERNS), _hook),
+         "no-literal pattern": Redactor([*BUILTIN_PATTERNS, r"[0-9]{40}"]),
+         "off": Redactor([])}[redactor]
+    publish = r.publisher()
+    secret = [i for i, e in enumerate(_EVENTS) if publish(e)[0] != msgspec.json.encode(e)]
+    assert len(secret) > 20 or redactor == "off"
+    # blocks cut around the secrets: one at the start, the end, alone, two in a row
+    cuts = [(0, 50), (secret[0], secret[0] + 1), (secret[0] - 3, secret[0] + 1),
+            (secret[1] - 1, secret[2] + 2), (0, len(_EVENTS))] if secret else [(0, 300)]
+    for lo, hi in cuts:
+        block = _EVENTS[max(0, lo):hi]
+        out = io.BytesIO()
+        replay_mod._event_writer(out, r)(block)
+        assert out.getvalue() == b"".join(publish(e)[0] + b"\n" for e in block)
