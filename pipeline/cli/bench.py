@@ -78,7 +78,8 @@ def bench(broker: str | None, partitions: int | None, messages: int, repeat: int
                                 timeout=timeout, say=_say)
         click.echo(json.dumps(result, indent=2) if as_json else format_long_report(result))
     else:
-        from pipeline.tools.bench import format_report, run_bench
+        from pipeline.tools.bench import run_bench
+        from pipeline.tools.bench_report import format_report
 
         result = run_bench(settings, messages=messages, repeat=repeat, batch=batch,
                            fixtures=where, timeout=timeout, say=_say,

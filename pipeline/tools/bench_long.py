@@ -61,7 +61,8 @@ import msgspec
 from adapters import Line
 from pipeline.privacy.redact import Redactor
 from pipeline.settings import Settings
-from pipeline.tools.bench import BenchError, _changelogs, _fresh_broker, _rss_mb, _timeless
+from pipeline.tools.bench_kafka import BenchError, changelogs, fresh_broker, rss_mb
+from pipeline.tools.bench_workload import timeless
 from pipeline.tools.kafka_io import RawRecord
 from pipeline.tools.replay import ChatView, Replayer, parse_line
 from pipeline.worker.process import WorkerProcess, ensure_topics
@@ -506,7 +507,7 @@ def replay_session(session: LongSession, lines: Iterable[Line] | None = None,
             raise BenchError(f"{sid}: line {offset} was dead-lettered: {dead[0].reason}")
         for ev in evs:
             data, published = publish(ev)
-            events.append(_timeless(data))
+            events.append(timeless(data))
             for record in chat.feed(published) if published is not None else []:
                 n_chat += 1
                 chat_bytes += len(encode_chat(record))
@@ -627,7 +628,7 @@ async def _drive(live: Settings, warmup: list[RawRecord], warm_events: int,
 def run_long_session(settings: Settings, session: LongSession, expected: Replayed,
                      fixtures: Path, timeout: float) -> dict[str, Any]:
     """One session alone through a worker of its own on a fresh embedded broker."""
-    broker, live = _fresh_broker(settings)
+    broker, live = fresh_broker(settings)
     log = tempfile.NamedTemporaryFile(prefix="canonflow-bench-long-", suffix=".log",
                                       delete=False)
     log.close()
@@ -645,10 +646,10 @@ def run_long_session(settings: Settings, session: LongSession, expected: Replaye
             drive = asyncio.run(_drive(live, warmup, warm_events, session,
                                        len(expected.events), expected.chat, timeout,
                                        alive=worker.alive))
-            rss = _rss_mb(worker.pid)
+            rss = rss_mb(worker.pid)
         finally:
             worker.stop()
-        got = [_timeless(v) for v in drive.events]
+        got = [timeless(v) for v in drive.events]
         if got != expected.events:
             raise BenchError(f"{session.session_id}: {len(got)} canonical events differ from "
                              f"the offline replay's {len(expected.events)} (worker log: "
@@ -657,7 +658,7 @@ def run_long_session(settings: Settings, session: LongSession, expected: Replaye
             raise BenchError(f"{session.session_id}: {drive.chat} chat records, the offline "
                              f"replay gives {expected.chat} (worker log: {log.name})")
         stats: dict[str, Any] = {}
-        _, _, changelog = asyncio.run(_changelogs(live, session=session.session_id.encode(),
+        _, _, changelog = asyncio.run(changelogs(live, session=session.session_id.encode(),
                                                   stats=stats))
     finally:
         if broker:
@@ -697,7 +698,7 @@ def run_long_bench(settings: Settings, *, sizes: Iterable[int] = SIZES,
                    ) -> dict[str, Any]:
     """Every (provider, size) session: generated, checked offline, then run through the
     worker; the figures of each, in one result."""
-    from pipeline.tools.bench import default_fixtures
+    from pipeline.tools.bench_workload import default_fixtures
 
     fixtures = fixtures or (Path(__file__).resolve().parents[2] / "tests" / "fixtures"
                             / "captured")

@@ -10,7 +10,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from pipeline.tools.bench import BenchError
+from pipeline.tools.bench_kafka import BenchError
 from pipeline.tools.bench_long import (
     LONG_PROVIDERS,
     RECORD_BUDGET,
