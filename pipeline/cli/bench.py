@@ -71,7 +71,8 @@ def bench(broker: str | None, partitions: int | None, messages: int, repeat: int
         click.echo(json.dumps(result, indent=2) if as_json
                    else "\n".join(format_latency_report(result)))
     elif long_:
-        from pipeline.tools.bench_long import format_long_report, run_long_bench
+        from pipeline.tools.bench_long import run_long_bench
+        from pipeline.tools.bench_report import format_long_report
 
         sizes, providers = _long_workload(long_sizes, long_providers)
         result = run_long_bench(settings, sizes=sizes, providers=providers, fixtures=where,
@@ -110,7 +111,8 @@ def _long_workload(sizes_text: str, providers_text: str) -> tuple[list[int], lis
     """--long-sizes and --long-providers, read and checked.
 
     Raises click.BadParameter for a size that does not parse or an unknown provider."""
-    from pipeline.tools.bench_long import CAPTURES, parse_sizes
+    from pipeline.tools.bench_long import parse_sizes
+    from pipeline.tools.bench_long_sessions import CAPTURES
 
     try:
         sizes = parse_sizes(sizes_text)

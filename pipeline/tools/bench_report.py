@@ -1,4 +1,5 @@
-"""The bench's report: the result of `canonflow bench` as the table it prints."""
+"""The bench's reports: the result of `canonflow bench` (and of `--long`) as the table
+it prints."""
 
 from __future__ import annotations
 
@@ -88,3 +89,54 @@ def _after(r: dict[str, Any]) -> list[str]:
                   f"{st['tick_ratio_length']:>9.2f}  "
                   f"(state {st['state_bytes']:,.0f} -> {st['state_bytes_long']:,.0f} bytes)"]
     return lines
+
+
+def _mark(value: float, target: float) -> str:
+    return "ok" if value <= target else "OVER"
+
+
+def format_long_report(r: dict[str, Any]) -> str:
+    w, t = r["workload"], r["targets"]
+    lines = [
+        f"canonflow bench --long: one session per provider and size, one native message per "
+        f"record, through a worker with batch_max=1 (every record its own batch), "
+        f"{w['partitions']} partitions, {w['seconds']:.0f} s in all",
+        f"(answer text in {w['chunk']}-byte deltas; a native message carries a text or an "
+        f"output whole up to {w['whole_max'] // 1024} KiB, its record up to 1 MiB)",
+        "",
+        f"  {'session':<14}{'records':>9}  {'native MiB':>10}  {'answer chars (items)':>20}  "
+        f"{'output chars':>14}",
+    ]
+    for s in r["sessions"]:
+        how = "in deltas" if s["output_streamed"] else "whole"
+        label = f"{s['provider']} {s['size']}"
+        lines.append(f"  {label:<14}{s['records']:>9,}  {s['native_bytes'] / 2**20:>10.2f}  "
+                     f"{s['answer_chars']:>15,} ({s['answer_items']:>2})  "
+                     f"{s['output_chars']:>14,} {how}")
+    ratios = ("changelog_per_native", "canonical_per_native", "chat_per_native")
+    lines += [
+        "",
+        f"  {'per native byte':<16}" + "".join(f"{h:<15}" for h in ("changelog", "canonical",
+                                                                   "chat"))
+        + "largest table value   peak RSS   seconds  verified",
+        f"  {'target':<16}" + "".join(f"{'<= ' + format(t[k], '.1f') + 'x':<15}" for k in ratios)
+        + f"<= {t['largest_table_value'] / 1024:.0f} KiB",
+    ]
+    for s in r["sessions"]:
+        label = f"{s['provider']} {s['size']}"
+        cells = "".join(f"{format(s[k], '.2f') + 'x ' + _mark(s[k], t[k]):<15}" for k in ratios)
+        largest = s["largest_table_value"]
+        lines.append(f"  {label:<16}{cells}"
+                     f"{format(largest / 1024, '.1f') + ' KiB ' + _mark(largest, t['largest_table_value']):<20}"
+                     f"{s['worker_peak_rss_mb']:>6.0f} MB {s['seconds']:>8.1f}  "
+                     f"{'yes' if s['verified'] else 'NO'}")
+    lines += ["", f"  {'changelog':<16}{'sessions.<p>':<15}{'items.<p>':<15}"
+                  f"largest table value: table, key (session/stream/chunk)"]
+    for s in r["sessions"]:
+        native = s["native_bytes"]
+        by = {k.split(".")[0]: v for k, v in s.get("changelog_bytes_by_table", {}).items()}
+        lines.append(f"  {s['provider'] + ' ' + s['size']:<16}"
+                     f"{format(by.get('sessions', 0) / native, '.2f') + 'x':<15}"
+                     f"{format(by.get('items', 0) / native, '.2f') + 'x':<15}"
+                     f"{s.get('largest_table_key', '')}")
+    return "\n".join(lines) + "\n"
