@@ -145,6 +145,35 @@ async def changelogs(settings: Settings, *, session: bytes | None = None,
     them, in bytes), "largest_key" (its table and key, NULs shown as "/") and "by_table"
     (the bytes counted per table)."""
     from aiokafka import AIOKafkaConsumer
+
+    from pipeline.cluster.admin import kafka_client_kwargs
+
+    names = await _changelog_topics(settings)
+    tally = _Tally(settings.app_id, session)
+    if names:
+        consumer = AIOKafkaConsumer(*names, **kafka_client_kwargs(settings), group_id=None,
+                                    auto_offset_reset="earliest", enable_auto_commit=False,
+                                    fetch_max_bytes=64 * 1024 * 1024,
+                                    max_partition_fetch_bytes=16 * 1024 * 1024)
+        await consumer.start()
+        try:
+            idle = 0
+            while idle < 5:
+                batch = await consumer.getmany(timeout_ms=200, max_records=100_000)
+                idle = 0 if batch else idle + 1
+                for tp, recs in batch.items():
+                    for r in recs:
+                        tally.add(tp.topic, r.key, r.value)
+        finally:
+            await consumer.stop()
+    if stats is not None:
+        stats.update(records=tally.records, largest_value=tally.largest,
+                     largest_key=tally.largest_key, by_table=tally.by_table)
+    return len(tally.latest), sum(tally.latest.values()), tally.total
+
+
+async def _changelog_topics(settings: Settings) -> list[str]:
+    """The changelogs of this app's session and item tables."""
     from aiokafka.admin import AIOKafkaAdminClient
 
     from pipeline.cluster.admin import kafka_client_kwargs
@@ -153,53 +182,37 @@ async def changelogs(settings: Settings, *, session: bytes | None = None,
     await admin.start()
     try:
         prefixes = (settings.app_id + "-sessions.", settings.app_id + "-items.")
-        names = [t for t in await admin.list_topics()
-                 if t.startswith(prefixes) and t.endswith("-changelog")]
+        return [t for t in await admin.list_topics()
+                if t.startswith(prefixes) and t.endswith("-changelog")]
     finally:
         await admin.close()
-    if stats is not None:
-        stats.update(records=0, largest_value=0, largest_key="", by_table={})
-    if not names:
-        return 0, 0, 0
-    item_prefix = session + b"\x00" if session is not None else b""
-    consumer = AIOKafkaConsumer(*names, **kafka_client_kwargs(settings), group_id=None,
-                                auto_offset_reset="earliest", enable_auto_commit=False,
-                                fetch_max_bytes=64 * 1024 * 1024,
-                                max_partition_fetch_bytes=16 * 1024 * 1024)
-    await consumer.start()
-    latest: dict[tuple[str, bytes], int] = {}
-    total = records = largest = 0
-    largest_key = ""
-    by_table: dict[str, int] = {}
-    idle = 0
-    try:
-        while idle < 5:
-            batch = await consumer.getmany(timeout_ms=200, max_records=100_000)
-            if not batch:
-                idle += 1
-                continue
-            idle = 0
-            for tp, recs in batch.items():
-                for r in recs:
-                    if session is not None and r.key != session and \
-                            not (r.key or b"").startswith(item_prefix):
-                        continue
-                    size = len(r.value) if r.value is not None else 0
-                    total += size
-                    records += 1
-                    table = tp.topic[len(settings.app_id) + 1:-len("-changelog")]
-                    by_table[table] = by_table.get(table, 0) + size
-                    if size > largest:
-                        largest = size
-                        largest_key = f"{table} " + (r.key or b"").decode(
-                            "utf-8", "replace").replace("\x00", "/")
-                    if r.value is None:
-                        latest.pop((tp.topic, r.key), None)
-                    else:
-                        latest[(tp.topic, r.key)] = size
-    finally:
-        await consumer.stop()
-    if stats is not None:
-        stats.update(records=records, largest_value=largest, largest_key=largest_key,
-                     by_table=by_table)
-    return len(latest), sum(latest.values()), total
+
+
+class _Tally:
+    """What `changelogs` counts of the records it reads (of one session, if given)."""
+
+    def __init__(self, app_id: str, session: bytes | None):
+        self.app_id, self.session = app_id, session
+        self.item_prefix = session + b"\x00" if session is not None else b""
+        self.latest: dict[tuple[str, bytes | None], int] = {}  # (topic, key) -> its live value's size
+        self.total = self.records = self.largest = 0
+        self.largest_key = ""
+        self.by_table: dict[str, int] = {}
+
+    def add(self, topic: str, key: bytes | None, value: bytes | None) -> None:
+        if self.session is not None and key != self.session and \
+                not (key or b"").startswith(self.item_prefix):
+            return
+        size = len(value) if value is not None else 0
+        self.total += size
+        self.records += 1
+        table = topic[len(self.app_id) + 1:-len("-changelog")]
+        self.by_table[table] = self.by_table.get(table, 0) + size
+        if size > self.largest:
+            self.largest = size
+            self.largest_key = f"{table} " + (key or b"").decode(
+                "utf-8", "replace").replace("\x00", "/")
+        if value is None:
+            self.latest.pop((topic, key), None)
+        else:
+            self.latest[(topic, key)] = size

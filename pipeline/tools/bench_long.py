@@ -174,10 +174,8 @@ async def _drive(live: Settings, warmup: list[RawRecord], warm_events: int,
     await consumer.start()
     await producer.start()
     topic = raw_topic(session.provider)
-    sid, warm = session.session_id.encode(), _WARMUP.encode() + b"-" + session.session_id.encode()
-    events: list[bytes] = []
-    counts = {"warm": 0, "chat": 0, "chat_bytes": 0, "canonical_bytes": 0}
-    last = 0.0
+    seen = _Seen(session.session_id.encode(),
+                 _WARMUP.encode() + b"-" + session.session_id.encode())
     deadline = time.monotonic() + timeout
 
     async def send(key: bytes, records: list[RawRecord]) -> None:
@@ -186,7 +184,6 @@ async def _drive(live: Settings, warmup: list[RawRecord], warm_events: int,
         await asyncio.gather(*futures)
 
     async def consume(done: Callable[[], bool]) -> None:
-        nonlocal last
         while not done():
             if time.monotonic() > deadline or not alive():
                 return
@@ -194,34 +191,48 @@ async def _drive(live: Settings, warmup: list[RawRecord], warm_events: int,
             now = time.perf_counter()
             for tp, recs in batch.items():
                 for r in recs:
-                    if r.key == warm and tp.topic == CANONICAL_TOPIC:
-                        counts["warm"] += 1
-                    elif r.key != sid:
-                        continue
-                    elif tp.topic == CANONICAL_TOPIC:
-                        events.append(r.value)
-                        counts["canonical_bytes"] += len(r.value)
-                        last = now
-                    else:
-                        counts["chat"] += 1
-                        counts["chat_bytes"] += len(r.value)
+                    seen.add(tp.topic, r.key, r.value, now)
 
     try:
-        await send(warm, warmup)
-        await consume(lambda: counts["warm"] >= warm_events)
-        if counts["warm"] < warm_events:
+        await send(seen.warm, warmup)
+        await consume(lambda: seen.warm_events >= warm_events)
+        if seen.warm_events < warm_events:
             raise BenchError(f"the worker did not translate the warm-up conversation "
-                             f"({counts['warm']} of {warm_events} events)")
+                             f"({seen.warm_events} of {warm_events} events)")
         first = time.perf_counter()
-        sending = asyncio.ensure_future(send(sid, [RawRecord(ln.data, ln.origin, ln.time_ms)
-                                                   for ln in session.lines]))
-        await consume(lambda: len(events) >= want_events and counts["chat"] >= want_chat)
+        sending = asyncio.ensure_future(send(seen.sid, [
+            RawRecord(ln.data, ln.origin, ln.time_ms) for ln in session.lines]))
+        await consume(lambda: len(seen.events) >= want_events and seen.chat >= want_chat)
         await sending
     finally:
         await producer.stop()
         await consumer.stop()
-    return Drive(events, counts["canonical_bytes"], counts["chat"], counts["chat_bytes"],
-                 first, last)
+    return Drive(seen.events, seen.canonical_bytes, seen.chat, seen.chat_bytes, first,
+                 seen.last)
+
+
+class _Seen:
+    """What `_drive` observed on the output topics: the warm-up's canonical events
+    counted, the session's kept, and when the last of them arrived."""
+
+    def __init__(self, sid: bytes, warm: bytes):
+        self.sid, self.warm = sid, warm
+        self.warm_events = self.chat = self.chat_bytes = self.canonical_bytes = 0
+        self.events: list[bytes] = []
+        self.last = 0.0
+
+    def add(self, topic: str, key: bytes | None, value: bytes, now: float) -> None:
+        if key == self.warm and topic == CANONICAL_TOPIC:
+            self.warm_events += 1
+        elif key != self.sid:
+            return
+        elif topic == CANONICAL_TOPIC:
+            self.events.append(value)
+            self.canonical_bytes += len(value)
+            self.last = now
+        else:
+            self.chat += 1
+            self.chat_bytes += len(value)
 
 
 def run_long_session(settings: Settings, session: LongSession, expected: Replayed,
