@@ -46,7 +46,7 @@ def test_only_the_pipeline_does_io_or_reads_clocks(package: str):
 
 def test_topics_import_only_stdlib_and_msgspec():
     stdlib = set(sys.stdlib_module_names)
-    for path in sorted((ROOT / "topics").glob("*.py")):
+    for path in sorted((ROOT / "topics").rglob("*.py")):
         extra = _imports(path) - stdlib - {"msgspec", "topics", "__future__"}
         assert not extra, f"topics/{path.name} imports {sorted(extra)}"
 

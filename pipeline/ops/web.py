@@ -32,7 +32,8 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
-from pipeline.ops.metrics import CONTENT_TYPE, Labels, WorkerMetrics
+from pipeline.ops.metrics import WorkerMetrics
+from pipeline.ops.prometheus import CONTENT_TYPE, Labels
 from pipeline.settings import Settings
 
 log = logging.getLogger("canonflow.web")

@@ -60,317 +60,59 @@ from __future__ import annotations
 
 import contextvars
 import logging
-import math
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from functools import lru_cache
-from typing import Any, NamedTuple
+from typing import Any
 
 import msgspec
 
-from pipeline.ops.metrics import (
-    OTHER,
-    Counter,
-    Gauge,
-    Item,
-    Labels,
-    Registry,
-    WorkerMetrics,
-    clean_label,
-    event_type,
-)
+from pipeline.ops.metrics import Item, WorkerMetrics, event_type
+from pipeline.ops.prometheus import OTHER, Registry, clean_label
 from pipeline.settings import Settings
 from pipeline.worker.faust_door import acting_for, add_table, local, send_changelog
+from pipeline.worker.fleet_counts import (
+    CLOCK,
+    HOPPING,
+    HOPPING_MS,
+    MAX_MODELS,
+    MINUTE_MS,
+    RELEVANT,
+    TUMBLING,
+    Batch,
+    Counted,
+    FleetSession,
+    Group,
+    Stored,
+    absurd,
+    add_contributions,
+    contributions,
+    decode_int,
+    decode_session,
+    decode_stored,
+    encode,
+    hopping_window,
+    merge,
+    pane_key,
+    panes_of,
+    parse_pane,
+    read_event,
+    record_key,
+)
+from pipeline.worker.fleet_gauges import FleetGauges
 from pipeline.worker.output import until_stopped
-from topics.canonical import TOOL_ITEM_TYPES
 from topics.catalog import METRICS_TOPIC
-from topics.metrics import FLEET_SCHEMA_VERSION, FleetMetrics, WindowKind, encode_fleet_metrics
-from topics.usage import TokenUsage
+from topics.metrics import FLEET_SCHEMA_VERSION, FleetMetrics, encode_fleet_metrics
 
 log = logging.getLogger("canonflow.fleet")
 
-TUMBLING: WindowKind = "tumbling-1m"
-HOPPING: WindowKind = "hopping-5m"
-MINUTE_MS = 60_000
-HOPPING_MS = 5 * MINUTE_MS
-UNKNOWN_MODEL = "unknown"
-#: Distinct tool names (and error classes) kept per pane; more count as "other".
-MAX_KEYS = 200
-#: Distinct models with panes in a worker's table; a new model past them counts as "other".
-MAX_MODELS = 100
-#: Where a window's counts stop (2**53 - 1: exact in every JSON consumer's float64).
-MAX_COUNT = 2**53 - 1
-#: A turn's tokens (in or out) or cost above these are no real turn's.
-MAX_TURN_TOKENS = 10**10
-MAX_TURN_COST_USD = 100_000.0
-#: Open approvals remembered per session (the oldest are forgotten past it: their
-#: decision is then counted, not timed).
-MAX_PENDING = 1000
 #: Records per delivery of the publication.
 PUBLISH_CHUNK = 1000
-
-_RELEVANT = frozenset({b"turn.started", b"turn.completed", b"turn.aborted", b"item.started",
-                       b"request.opened", b"request.resolved", b"runtime.error",
-                       b"model.rerouted", b"session.exited"})
-_TOOL_ITEMS = frozenset(TOOL_ITEM_TYPES)
-#: Outcomes (topics.canonical.Decision) of an approval that was not allowed: refused, or
-#: ended with its turn (Codex's `cancel` is the user's "no, and stop").
-_DENIED = frozenset({"decline", "cancel"})
-_CLOCK = b"clock|"
-_SUMMED = ("turnsStarted", "turnsCompleted", "turnsFailed", "turnsInterrupted",
-           "approvalsRequested", "approvalsResolved", "approvalsDenied", "approvalDecisions",
-           "approvalDecisionMsSum", "tokensIn", "tokensOut", "costUsd")
-
-
-# ---- what the stage reads of a canonical event ---------------------------------
-
-
-class _Cost(msgspec.Struct):
-    source: str | None = None  # provider, computed or unpriced
-    usd: Any = None  # a number, checked by `contributions` (JSON may hold any)
-
-
-class _Payload(msgspec.Struct):
-    model: str | None = None
-    toModel: str | None = None
-    state: str | None = None
-    itemType: str | None = None
-    toolName: str | None = None
-    requestType: str | None = None
-    outcome: str | None = None  # the normalised decision; never the runtime's own word
-    tokens: TokenUsage | None = None  # the turn's own tokens, one rule for every runtime
-    cost: _Cost | None = None  # the turn's cost and its provenance (topics.usage.Cost)
-    errorClass: str | None = msgspec.field(default=None, name="class")
-
-
-class _Event(msgspec.Struct):
-    type: str
-    provider: str
-    requestId: str | None = None
-    payload: _Payload = msgspec.field(default_factory=_Payload)
-
-
-_decode_event = msgspec.json.Decoder(_Event).decode
-
-
-class FleetSession(msgspec.Struct, array_like=True):
-    """What the stage keeps per session: its model, and its open approvals
-    (canonical request id -> event time ms of the opening)."""
-
-    model: str = UNKNOWN_MODEL
-    pending: dict[str, int] = {}
-
-
-class _Stored(msgspec.Struct, array_like=True):
-    """A window's table value: its counts and the last source offset they include."""
-
-    offset: int
-    metrics: FleetMetrics
-
-
-_encode = msgspec.msgpack.Encoder().encode
-_decode_session = msgspec.msgpack.Decoder(FleetSession).decode
-_decode_stored = msgspec.msgpack.Decoder(_Stored).decode
-_decode_int = msgspec.msgpack.Decoder(int).decode
-
-
-def _number(v: Any) -> float | None:
-    """A JSON number as a float (too large for one: infinity); None for anything else."""
-    if isinstance(v, bool) or not isinstance(v, int | float):
-        return None
-    try:
-        return float(v)
-    except OverflowError:
-        return math.inf
-
-
-def contributions(e: Any, session: FleetSession, ts_ms: int) -> list[tuple[str, Any]]:
-    """What one relevant event adds to its windows: (field, amount) pairs, with
-    (field, (name, amount)) for the per-name maps. Updates `session.pending` (the
-    caller stores the session when it changed)."""
-    t, p = e.type, e.payload
-    if t == "turn.started":
-        return [("turnsStarted", 1)]
-    if t == "turn.completed":
-        state = p.state
-        out: list[tuple[str, Any]] = [
-            ("turnsCompleted" if state == "completed" else
-             "turnsFailed" if state == "failed" else "turnsInterrupted", 1)]
-        if p.tokens is not None:
-            if p.tokens.input:
-                out.append(("tokensIn", p.tokens.input))
-            if p.tokens.output:
-                out.append(("tokensOut", p.tokens.output))
-        cost = _number(p.cost.usd) if p.cost is not None else None
-        if cost:
-            out.append(("costUsd", cost))
-        return out
-    if t == "turn.aborted":
-        return [("turnsInterrupted", 1)]
-    if t == "item.started":
-        if p.itemType in _TOOL_ITEMS:
-            return [("toolCalls", (clean_label(p.toolName or p.itemType), 1))]
-        return []
-    if t == "runtime.error":
-        return [("errors", (clean_label(p.errorClass or "unknown"), 1))]
-    if t in ("request.opened", "request.resolved"):
-        if not (p.requestType or "").endswith("_approval"):
-            return []
-        rid = e.requestId or ""
-        if t == "request.opened":
-            if rid:
-                pending = session.pending
-                if len(pending) >= MAX_PENDING and rid not in pending:
-                    pending = dict(list(pending.items())[1 - MAX_PENDING:])  # oldest out
-                session.pending = {**pending, rid: ts_ms}
-            return [("approvalsRequested", 1)]
-        out = [("approvalsResolved", 1)]
-        if p.outcome in _DENIED:
-            out.append(("approvalsDenied", 1))
-        opened = session.pending.get(rid) if rid else None
-        if opened is not None:
-            session.pending = {k: v for k, v in session.pending.items() if k != rid}
-            waited = max(0, ts_ms - opened)
-            out += [("approvalDecisions", 1), ("approvalDecisionMsSum", waited),
-                    ("approvalDecisionMsMax", waited)]
-        return out
-    return []
-
-
-def absurd(field: str, amount: Any) -> bool:
-    """Is `amount` a token count or cost that no turn has (negative, too large, not finite)?"""
-    if field in ("tokensIn", "tokensOut"):
-        return not 0 <= amount <= MAX_TURN_TOKENS
-    if field == "costUsd":
-        return not (math.isfinite(amount) and 0 <= amount <= MAX_TURN_COST_USD)
-    return False
-
-
-def _sum(a: Any, b: Any) -> Any:
-    """a + b, stopping at MAX_COUNT (a float stays a float)."""
-    total = a + b
-    return total if total <= MAX_COUNT else type(total)(MAX_COUNT)
-
-
-@lru_cache(maxsize=1)
-def _faust_windows() -> tuple[Any, Any]:
-    from faust import HoppingWindow, TumblingWindow
-
-    return TumblingWindow(MINUTE_MS / 1000), HoppingWindow(HOPPING_MS / 1000, MINUTE_MS / 1000)
-
-
-@lru_cache(maxsize=4096)
-def window_starts(minute_ms: int) -> tuple[tuple[str, int], ...]:
-    """(kind, start ms) of every window holding the minute that starts at `minute_ms`,
-    from Faust's window definitions: one tumbling-1m, five hopping-5m."""
-    tumbling, hopping = _faust_windows()
-    return tuple([(TUMBLING, int(round(start * 1000))) for start, _ in tumbling.ranges(minute_ms / 1000)]
-                 + [(HOPPING, int(round(start * 1000))) for start, _ in hopping.ranges(minute_ms / 1000)])
-
-
-def pane_key(provider: str, model: str, minute_ms: int, partition: int) -> bytes:
-    return f"{provider}|{model}|{minute_ms}|{partition}".encode()
-
-
-def record_key(kind: str, provider: str, model: str, start_ms: int, partition: int) -> bytes:
-    """The agents.metrics key of one window (topics.metrics)."""
-    return f"{kind}|{provider}|{model}|{start_ms}|{partition}".encode()
-
-
-def _parse_pane(key: bytes) -> tuple[str, str, int, int]:
-    """(provider, model, minute ms, partition) of a pane key; the model may hold '|'."""
-    provider, rest = key.split(b"|", 1)
-    model, minute, partition = rest.rsplit(b"|", 2)
-    return provider.decode(), model.decode(), int(minute), int(partition)
-
-
-def _merge(m: FleetMetrics, acc: dict[str, Any]) -> FleetMetrics:
-    """A pane plus the counts a batch adds to it."""
-    changes: dict[str, Any] = {}
-    for field, amount in acc.items():
-        if field in ("toolCalls", "errors"):
-            merged = dict(getattr(m, field))
-            for name, n in amount.items():
-                if name not in merged and len(merged) >= MAX_KEYS:
-                    name = OTHER
-                merged[name] = _sum(merged.get(name, 0), n)
-            changes[field] = merged
-        elif field == "approvalDecisionMsMax":
-            changes[field] = min(MAX_COUNT, max(m.approvalDecisionMsMax, amount))
-        else:
-            changes[field] = _sum(getattr(m, field), amount)
-    return msgspec.structs.replace(m, **changes)
-
-
-def _add(acc: dict[str, Any], contribs: list[tuple[str, Any]]) -> None:
-    for field, amount in contribs:
-        if field in ("toolCalls", "errors"):
-            name, n = amount
-            sub = acc.setdefault(field, {})
-            sub[name] = _sum(sub.get(name, 0), n)
-        elif field == "approvalDecisionMsMax":
-            acc[field] = max(acc.get(field, 0), amount)
-        else:
-            acc[field] = _sum(acc.get(field, 0), amount)
-
-
-def hopping_window(panes: Iterable[FleetMetrics], start_ms: int, closed: bool,
-                   like: FleetMetrics) -> FleetMetrics:
-    """The hopping-5m window starting at `start_ms`: the sum of its panes."""
-    sums: dict[str, Any] = dict.fromkeys(_SUMMED, 0)
-    tools: dict[str, int] = {}
-    errors: dict[str, int] = {}
-    longest = 0
-    for pane in panes:
-        for field in _SUMMED:
-            sums[field] = _sum(sums[field], getattr(pane, field))
-        for name, n in pane.toolCalls.items():
-            tools[name] = _sum(tools.get(name, 0), n)
-        for name, n in pane.errors.items():
-            errors[name] = _sum(errors.get(name, 0), n)
-        longest = max(longest, pane.approvalDecisionMsMax)
-    sums["costUsd"] = float(sums["costUsd"])
-    return msgspec.structs.replace(like, window=HOPPING, windowStartMs=start_ms,
-                                   windowEndMs=start_ms + HOPPING_MS, closed=closed,
-                                   toolCalls=tools, errors=errors,
-                                   approvalDecisionMsMax=longest, **sums)
-
 
 def _put(table: Any, key: bytes, partition: int, value: bytes | None) -> None:
     """Write (None: delete with a tombstone) one entry in the given changelog partition."""
     send_changelog(table, partition, key, value)
 
 
-Group = tuple[str, str, int]  # provider, model, partition
-
-
-class Counted(NamedTuple):
-    """One canonical event as the stage counts it, published by a normalize agent."""
-
-    key: bytes  # the session id
-    value: bytes  # the event, as published
-    partition: int
-    #: The offset of the raw record it came from (monotonic per raw topic partition,
-    #: and a pane's key names the provider, so its raw topic): a pane that stored a
-    #: higher one counted this event before a crash. None for the idle scan's synthetic
-    #: closings, which no raw record carries (counted, never taken for a redelivery).
-    offset: int | None
-    ts_ms: int  # event time: the raw record's timestamp, the canonical record's too
-    source: Any  # the record (or stand-in) whose partition table reads and writes use
-
-
-class _Batch:
-    """What counting one batch accumulates before it writes the tables."""
-
-    __slots__ = ("acc", "last", "n", "stored", "states")
-
-    def __init__(self) -> None:
-        self.acc: dict[bytes, dict[str, Any]] = {}  # pane -> the counts the batch adds
-        self.last: dict[bytes, Counted] = {}  # pane -> the last event counted in it
-        self.n: dict[bytes, int] = {}  # pane -> events counted in it
-        self.stored: dict[bytes, _Stored | None] = {}  # pane -> its table value
-        # session -> (partition, state (None: forget it), changed, a record to write it for)
-        self.states: dict[bytes, tuple[int, FleetSession | None, bool, Any]] = {}
 
 
 class FleetStage:
@@ -407,8 +149,8 @@ class FleetStage:
         if known is None:
             if event is not None:
                 acting_for(event)
-            raw = local(self.windows).get(_CLOCK + str(partition).encode())
-            known = _decode_int(raw) if raw else 0
+            raw = local(self.windows).get(CLOCK + str(partition).encode())
+            known = decode_int(raw) if raw else 0
             now = int(time.time() * 1000)
             if known > now + self.skew_ms:
                 log.warning("fleet: partition %d's stored stream time %d is ahead of this "
@@ -450,7 +192,7 @@ class FleetStage:
         Every table read and write names the record it is for (pipeline.worker.faust_door): the
         RocksDB store reads and writes the database of the current event's partition."""
         now_ms = int(time.time() * 1000)
-        batch = _Batch()
+        batch = Batch()
         late = failed = 0
         for counted in events:
             try:
@@ -466,7 +208,7 @@ class FleetStage:
             self.gauges.uncounted.inc((), failed)
         return late
 
-    def _count_one(self, counted: Counted, now_ms: int, batch: _Batch) -> int:
+    def _count_one(self, counted: Counted, now_ms: int, batch: Batch) -> int:
         """Add one event to `batch`; 1 when it is late (counted nowhere), else 0."""
         key, value, p, offset, ts_ms, source = counted
         ts_ms = self.event_time(ts_ms, now_ms)
@@ -474,22 +216,14 @@ class FleetStage:
         clock = self.clock(p, source)
         if ts_ms > clock:
             clock = self.clocks[p] = ts_ms
-        if not value or event_type(value) not in _RELEVANT:
+        if not value or event_type(value) not in RELEVANT:
             return 0
         try:
-            e = _decode_event(value)
+            e = read_event(value)
         except (msgspec.DecodeError, msgspec.ValidationError):
             self.gauges.uncounted.inc()  # not a canonical event (a redaction hook's?)
             return 0
-        states = batch.states
-        if key in states:
-            _, session, changed, _ = states[key]
-        else:
-            acting_for(source)
-            raw_session = local(self.sessions).get(key)
-            session, changed = (_decode_session(raw_session) if raw_session else None), False
-        # a copy: what this event changes is kept only if the event is counted whole
-        session = FleetSession(session.model, session.pending) if session else FleetSession()
+        session, changed = self._session(key, source, batch)
         before = (session.model, session.pending)
         if e.type == "turn.started" and e.payload.model:
             session.model = clean_label(e.payload.model)
@@ -501,8 +235,8 @@ class FleetStage:
                 self.gauges.absurd.inc((field,))
         contribs = [(f, a) for f, a in contribs if not absurd(f, a)]
         changed = changed or (session.model, session.pending) != before
-        states[key] = ((p, None, True, source) if e.type == "session.exited"
-                       else (p, session, changed, source))
+        batch.states[key] = ((p, None, True, source) if e.type == "session.exited"
+                             else (p, session, changed, source))
         if not contribs:
             return 0
         minute = ts_ms - ts_ms % MINUTE_MS
@@ -516,14 +250,27 @@ class FleetStage:
                 e.payload.cost.source == "unpriced":
             model = session.model if session.model in self._models() else OTHER
             self.gauges.unpriced.inc((clean_label(e.provider), model))
-        _add(batch.acc.setdefault(pkey, {}), contribs)
+        add_contributions(batch.acc.setdefault(pkey, {}), contribs)
         batch.n[pkey] = batch.n.get(pkey, 0) + 1
         if offset is not None or pkey not in batch.last:
             batch.last[pkey] = counted
         return 0
 
+    def _session(self, key: bytes, source: Any, batch: Batch) -> tuple[FleetSession, bool]:
+        """A copy of the session's state (the batch's, else the table's), and whether the
+        batch changed it already: what an event changes in the copy is kept only if the
+        event is counted whole."""
+        if key in batch.states:
+            _, session, changed, _ = batch.states[key]
+        else:
+            acting_for(source)
+            raw = local(self.sessions).get(key)
+            session, changed = (decode_session(raw) if raw else None), False
+        return (FleetSession(session.model, session.pending) if session else FleetSession(),
+                changed)
+
     def _pane(self, provider: str, model: str, minute: int, p: int, source: Any,
-              batch: _Batch) -> bytes:
+              batch: Batch) -> bytes:
         """The key of the pane an event of `model` counts in: its model's, or "other"'s
         when the model has no pane yet and MAX_MODELS models have."""
         pkey = pane_key(provider, model, minute, p)
@@ -538,30 +285,30 @@ class FleetStage:
         models[model] = models.get(model, 0) + 1  # a new pane
         return pkey
 
-    def _read_pane(self, pkey: bytes, source: Any, batch: _Batch) -> _Stored | None:
+    def _read_pane(self, pkey: bytes, source: Any, batch: Batch) -> Stored | None:
         if pkey not in batch.stored:
             acting_for(source)
             raw = local(self.windows).get(pkey)
-            batch.stored[pkey] = _decode_stored(raw) if raw else None
+            batch.stored[pkey] = decode_stored(raw) if raw else None
         return batch.stored[pkey]
 
     def _models(self) -> dict[str, int]:
         """Panes per model in the table (read from the table's keys the first time)."""
         if self.models is None:
             models: dict[str, int] = {}
-            for (_, model, _), minutes in contextvars.Context().run(self._index).items():
+            for (_, model, _), minutes in contextvars.Context().run(self.index).items():
                 models[model] = models.get(model, 0) + len(minutes)
             self.models = models
         return self.models
 
-    def _write(self, batch: _Batch) -> int:
+    def _write(self, batch: Batch) -> int:
         """Write the batch's panes and sessions; returns the events of the panes that
         could not be written."""
         windows, sessions, failed = self.windows, self.sessions, 0
         for pkey, fields in batch.acc.items():
             try:
                 prior = batch.stored[pkey]
-                provider, model, minute, p = _parse_pane(pkey)
+                provider, model, minute, p = parse_pane(pkey)
                 base = prior.metrics if prior is not None else FleetMetrics(
                     schemaVersion=FLEET_SCHEMA_VERSION, window=TUMBLING, windowStartMs=minute,
                     windowEndMs=minute + MINUTE_MS, provider=provider, model=model, partition=p)
@@ -569,7 +316,7 @@ class FleetStage:
                 acting_for(last.source)
                 offset = last.offset if last.offset is not None else (
                     prior.offset if prior is not None else -1)
-                _put(windows, pkey, p, _encode(_Stored(offset, _merge(base, fields))))
+                _put(windows, pkey, p, encode(Stored(offset, merge(base, fields))))
                 self.dirty.add(pkey)
             except Exception:
                 log.exception("fleet: pane %r could not be written", pkey)
@@ -581,35 +328,35 @@ class FleetStage:
                     if key in local(sessions):
                         _put(sessions, key, p, None)
                 elif changed:
-                    _put(sessions, key, p, _encode(session))
+                    _put(sessions, key, p, encode(session))
             except Exception:
                 log.exception("fleet: session %r could not be stored", key)
         return failed
 
     # -- publishing ----------------------------------------------------------------
 
-    def _index(self) -> dict[Group, dict[int, bytes]]:
+    def index(self) -> dict[Group, dict[int, bytes]]:
         """Every pane's key in the table, by (provider, model, partition) and minute
         (from the keys alone: a pane is decoded only when it is needed)."""
         groups: dict[Group, dict[int, bytes]] = {}
         for key in list(local(self.windows).keys()):
-            if key.startswith(_CLOCK):
+            if key.startswith(CLOCK):
                 continue
-            provider, model, minute, p = _parse_pane(key)
+            provider, model, minute, p = parse_pane(key)
             groups.setdefault((provider, model, p), {})[minute] = key
         return groups
 
-    def _decoded(self, keys: dict[int, bytes]) -> dict[int, FleetMetrics]:
+    def decoded(self, keys: dict[int, bytes]) -> dict[int, FleetMetrics]:
         data, out = local(self.windows), {}
         for minute, key in keys.items():
             raw = data.get(key)
             if raw is not None:
-                out[minute] = _decode_stored(raw).metrics
+                out[minute] = decode_stored(raw).metrics
         return out
 
     def panes(self) -> dict[Group, dict[int, FleetMetrics]]:
         """Every pane in the table, by (provider, model, partition) and minute."""
-        return {group: self._decoded(keys) for group, keys in self._index().items()}
+        return {group: self.decoded(keys) for group, keys in self.index().items()}
 
     def due(self) -> tuple[list[Item], list[tuple[bytes, int]]]:
         """The agents.metrics records to publish now (the windows whose panes changed,
@@ -619,7 +366,7 @@ class FleetStage:
         items: list[Item] = []
         remove: list[tuple[bytes, int]] = []
         grace, final = self.grace_ms, self.final
-        for (provider, model, p), keys in self._index().items():
+        for (provider, model, p), keys in self.index().items():
             clock = self.clock(p)
             dirty = {m for m, k in keys.items() if k in self.dirty}
             starts = {m - k * MINUTE_MS for m in keys for k in range(5)}
@@ -634,7 +381,7 @@ class FleetStage:
                     and record_key(HOPPING, provider, model, start, p) not in final
                     for start in starts):
                 continue  # nothing changed, nothing closed: not decoded
-            panes = self._decoded(keys)
+            panes = self.decoded(keys)
             for minute, pane in panes.items():
                 closed = minute + MINUTE_MS + grace <= clock
                 rkey = record_key(TUMBLING, provider, model, minute, p)
@@ -697,20 +444,20 @@ class FleetStage:
         models = self._models()
         for key, p in remove:
             _put(self.windows, key, p, None)
-            model = _parse_pane(key)[1]
+            model = parse_pane(key)[1]
             if models.get(model, 0) > 1:
                 models[model] -= 1
             else:
                 models.pop(model, None)
         if remove:  # forget the closed windows none of whose panes is left
             live = set(local(self.windows).keys())
-            self.final = {r for r in self.final if any(k in live for k in _panes_of(r))}
-        stored = {p: local(self.windows).get(_CLOCK + str(p).encode()) for p in clocks}
+            self.final = {r for r in self.final if any(k in live for k in panes_of(r))}
+        stored = {p: local(self.windows).get(CLOCK + str(p).encode()) for p in clocks}
         for p, clock in clocks.items():
             raw, event = stored[p], self.last_event.get(p)
-            if clock and event is not None and (raw is None or _decode_int(raw) < clock):
+            if clock and event is not None and (raw is None or decode_int(raw) < clock):
                 acting_for(event)
-                _put(self.windows, _CLOCK + str(p).encode(), p, _encode(clock))
+                _put(self.windows, CLOCK + str(p).encode(), p, encode(clock))
 
     async def on_recover(self) -> None:
         """After a rebalance: read the stream times and models again from the table, and
@@ -723,153 +470,8 @@ class FleetStage:
         self.models = None
         if self.windows is not None:
             self.dirty.update(k for k in list(local(self.windows).keys())
-                              if not k.startswith(_CLOCK))
+                              if not k.startswith(CLOCK))
 
-
-def _panes_of(rkey: bytes) -> list[bytes]:
-    """The pane keys a published window covers."""
-    kind, rest = rkey.split(b"|", 1)
-    provider, model_start_p = rest.split(b"|", 1)
-    model, start, p = model_start_p.rsplit(b"|", 2)
-    n = 5 if kind == HOPPING.encode() else 1
-    return [b"|".join((provider, model, str(int(start) + k * MINUTE_MS).encode(), p))
-            for k in range(n)]
-
-
-class FleetGauges:
-    """The current windows as Prometheus gauges, computed from the pane table at
-    scrape time: for each partition this worker holds, the tumbling-1m window holding
-    the partition's stream time, and the hopping-5m window that holds it and started
-    earliest (the last five minutes), summed per provider and model. Across workers,
-    sum them. Only the panes of those windows are decoded, once per scrape; the
-    models are the table's (at most MAX_MODELS and "other")."""
-
-    def __init__(self, registry: Registry, stage: FleetStage | None):
-        self.stage = stage
-        self.registry = registry
-        self._cache: tuple[int, dict[str, dict[Labels, float]]] = (-1, {})
-        w = ("window", "provider", "model")
-        specs = [
-            ("turns", "Turns in the current window, by state (started, completed, failed, "
-                      "interrupted).", (*w, "state")),
-            ("tool_calls", "Tool calls started in the current window, by normalised tool name.",
-             (*w, "tool")),
-            ("approvals", "Approval requests in the current window: requested, resolved, "
-                          "denied.", (*w, "outcome")),
-            ("approval_decision_seconds_sum", "Seconds from approval request to decision, "
-                                              "summed over the current window's decisions.", w),
-            ("approval_decision_seconds_max", "Longest approval decision in the current "
-                                              "window, seconds.", w),
-            ("approval_decisions", "Approval decisions with a known request time in the "
-                                   "current window.", w),
-            ("tokens", "Tokens reported by turn.completed in the current window "
-                       "(direction in, out).", (*w, "direction")),
-            ("cost_usd", "Cost of the turns completed in the current window, USD: the "
-                         "runtime's own, else computed from their tokens and model "
-                         "(turn.completed `cost`; unpriced turns add nothing).", w),
-            ("errors", "runtime.error events in the current window, by class.",
-             (*w, "error_class")),
-        ]
-        self.gauges: dict[str, Gauge] = {}
-        for short, help, labels in specs:
-            self.gauges[short] = registry.add(Gauge(
-                f"canonflow_fleet_{short}", help, labels, collect=self._collector(short),
-                fold=max if short.endswith("_max") else sum))
-        self.open_panes = registry.add(Gauge(
-            "canonflow_fleet_open_panes",
-            "One-minute panes held in this worker's fleet table (each in up to six open "
-            "windows).", collect=self._collector("_open")))
-        self.late = registry.add(Counter(
-            "canonflow_fleet_late_events_total",
-            "Canonical events that arrived after their minute had closed (not counted)."))
-        self.clamped = registry.add(Counter(
-            "canonflow_fleet_clamped_times_total",
-            "Canonical events counted at the worker's clock instead of their own time: "
-            "a time further ahead than half the grace (future), or none (missing).",
-            ["direction"]))
-        self.folded = registry.add(Counter(
-            "canonflow_fleet_models_folded_total",
-            f"Canonical events counted under model \"{OTHER}\": the worker's fleet table "
-            f"already held panes of {MAX_MODELS} other models.", ["provider"]))
-        self.absurd = registry.add(Counter(
-            "canonflow_fleet_absurd_values_total",
-            f"Token counts or costs of a turn.completed that no turn has (negative, above "
-            f"{MAX_TURN_TOKENS:.0e} tokens or {MAX_TURN_COST_USD:,.0f} USD, not finite): "
-            "left out of the windows, the event's other counts kept.", ["field"]))
-        self.unpriced = registry.add(Counter(
-            "canonflow_unpriced_turns_total",
-            "Turns whose cost is unpriced: the runtime reported none and no price is known "
-            "for the model (counted here, never as a cost of 0).", ["provider", "model"]))
-        self.uncounted = registry.add(Counter(
-            "canonflow_fleet_uncounted_events_total",
-            "Canonical events the fleet stage failed to count (an error on that event "
-            "alone: the batch's other events are counted)."))
-
-    def _collector(self, short: str) -> Callable[[], dict[Labels, float]]:
-        return lambda: self._values().get(short, {})
-
-    def _values(self) -> dict[str, dict[Labels, float]]:
-        """The gauges' values, computed once per scrape (each gauge reads them)."""
-        scrape, values = self._cache
-        if scrape == self.registry.scrapes:
-            return values
-        values = contextvars.Context().run(self._compute)  # no current event: all partitions
-        self._cache = (self.registry.scrapes, values)
-        return values
-
-    def _compute(self) -> dict[str, dict[Labels, float]]:
-        out: dict[str, dict[Labels, float]] = {}
-        stage = self.stage
-        if stage is None or stage.windows is None:
-            return out
-
-        def add(short: str, labels: Labels, value: float) -> None:
-            d = out.setdefault(short, {})
-            d[labels] = d.get(labels, 0) + value
-
-        index = stage._index()
-        # the models of panes another worker wrote (before a rebalance) come on top of
-        # this worker's: the gauges keep the MAX_MODELS with the most panes, and "other"
-        panes_of: dict[str, int] = {}
-        for (_, model, _), keys in index.items():
-            if model != OTHER:
-                panes_of[model] = panes_of.get(model, 0) + len(keys)
-        kept = set(sorted(panes_of, key=lambda m: (-panes_of[m], m))[:MAX_MODELS])
-        n_panes = 0
-        for (provider, model, p), keys in index.items():
-            n_panes += len(keys)
-            model = model if model in kept else OTHER
-            clock = stage.clock(p)
-            minute = clock - clock % MINUTE_MS
-            panes = stage._decoded({m: k for m, k in keys.items()
-                                    if minute - 4 * MINUTE_MS <= m <= minute})
-            current = {TUMBLING: [panes[minute]] if minute in panes else [],
-                       HOPPING: [panes[m] for m in sorted(panes)]}
-            for kind, members in current.items():
-                if not members:
-                    continue
-                m = hopping_window(members, 0, False, members[0])
-                base = (kind, provider, model)
-                for state, n in (("started", m.turnsStarted), ("completed", m.turnsCompleted),
-                                 ("failed", m.turnsFailed), ("interrupted", m.turnsInterrupted)):
-                    add("turns", (*base, state), n)
-                for tool, n in m.toolCalls.items():
-                    add("tool_calls", (*base, tool), n)
-                for outcome, n in (("requested", m.approvalsRequested),
-                                   ("resolved", m.approvalsResolved),
-                                   ("denied", m.approvalsDenied)):
-                    add("approvals", (*base, outcome), n)
-                add("approval_decision_seconds_sum", base, m.approvalDecisionMsSum / 1000)
-                longest = out.setdefault("approval_decision_seconds_max", {})
-                longest[base] = max(longest.get(base, 0.0), m.approvalDecisionMsMax / 1000)
-                add("approval_decisions", base, m.approvalDecisions)
-                add("tokens", (*base, "in"), m.tokensIn)
-                add("tokens", (*base, "out"), m.tokensOut)
-                add("cost_usd", base, m.costUsd)
-                for cls, n in m.errors.items():
-                    add("errors", (*base, cls), n)
-        out["_open"] = {(): float(n_panes)}
-        return out
 
 
 def add_fleet(app: Any, settings: Settings, metrics: WorkerMetrics,
@@ -899,11 +501,3 @@ def add_fleet(app: Any, settings: Settings, metrics: WorkerMetrics,
 
     app.timer(settings.fleet_publish_interval, name="fleet.publish")(publish_windows)
     return stage
-
-
-def metric_names() -> list[str]:
-    """The name of every metric a worker exports (with the fleet stage on). Here, not in
-    pipeline.ops.metrics, which knows no stage: the fleet's gauges are the stage's."""
-    registry = WorkerMetrics().registry
-    FleetGauges(registry, None)
-    return list(registry.metrics)

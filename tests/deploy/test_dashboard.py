@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 
-from pipeline.ops.metrics import Histogram, Metric, WorkerMetrics
-from pipeline.worker.fleet import FleetGauges, metric_names
+from pipeline.ops.metrics import WorkerMetrics
+from pipeline.ops.prometheus import Histogram, Metric
+from pipeline.worker.fleet_gauges import FleetGauges, metric_names
 from tests.deploy.files import DASHBOARD
 
 #: Labels Prometheus adds to every scraped series.

@@ -24,8 +24,8 @@ from adapters import Line, MemorySpool, get, new_session, split_lines, translate
 from pipeline.cluster.broker import EmbeddedBroker
 from pipeline.privacy.redact import Redactor
 from pipeline.settings import Settings
-from pipeline.tools.bench import Session as BenchSession
-from pipeline.tools.bench import build_workload, records_of
+from pipeline.tools.bench_workload import Session as BenchSession
+from pipeline.tools.bench_workload import build_workload, records_of
 from pipeline.tools.kafka_io import RawRecord
 from pipeline.tools.replay import ChatView
 from pipeline.worker.process import WorkerProcess, embedded_settings, ensure_topics

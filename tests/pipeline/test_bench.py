@@ -9,19 +9,15 @@ from typing import Any
 
 import pytest
 
-from pipeline.tools.bench import (
-    BenchError,
-    _verify,
+from pipeline.tools.bench import measure_stall_scan
+from pipeline.tools.bench_ceilings import (
     bench_adapters,
     bench_adapters_interpreted,
-    build_workload,
-    expected_events,
-    format_report,
-    measure_stall_scan,
-    n_messages,
-    records_of,
     run_passthrough,
 )
+from pipeline.tools.bench_kafka import BenchError, verify
+from pipeline.tools.bench_report import format_report
+from pipeline.tools.bench_workload import build_workload, expected_events, n_messages, records_of
 from topics.catalog import PROVIDERS
 
 CAPTURED = Path(__file__).resolve().parents[1] / "fixtures" / "captured"
@@ -52,12 +48,12 @@ def test_a_missing_or_changed_event_is_a_wrong_answer():
     expected = expected_events(sessions)
     records = [SimpleNamespace(key=sid.encode(), value=v) for sid, evs in expected.items()
                for v in evs]
-    _verify(records, expected, "log")
+    verify(records, expected, "log")
     with pytest.raises(BenchError):
-        _verify(records[:-1], expected, "log")
+        verify(records[:-1], expected, "log")
     changed = records[:-1] + [SimpleNamespace(key=records[-1].key, value=records[0].value)]
     with pytest.raises(BenchError):
-        _verify(changed, expected, "log")
+        verify(changed, expected, "log")
 
 
 def test_report_names_the_ratios():

@@ -10,18 +10,16 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from pipeline.tools.bench import BenchError
+from pipeline.tools.bench_kafka import BenchError
 from pipeline.tools.bench_long import (
     LONG_PROVIDERS,
-    RECORD_BUDGET,
-    WHOLE_MAX,
     check_session,
-    format_long_report,
-    long_session,
     parse_sizes,
     replay_session,
     run_long_bench,
 )
+from pipeline.tools.bench_long_sessions import RECORD_BUDGET, WHOLE_MAX, long_session
+from pipeline.tools.bench_report import format_long_report
 
 CAPTURED = Path(__file__).resolve().parents[1] / "fixtures" / "captured"
 SMALL = 16 * 1024

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from pipeline.tools.bench import _changelogs, _produce_all, _rss_mb
+from pipeline.tools.bench_kafka import changelogs, produce_all, rss_mb
 from pipeline.tools.kafka_io import RawRecord, follow, produce
 from pipeline.worker.normalize import Normalizer
 from pipeline.worker.process import WorkerProcess
@@ -90,7 +90,7 @@ def test_100k_short_sessions_leave_no_table_entries_and_memory_stays_bounded(
     try:
         started = time.monotonic()
         record = RawRecord(conversation, "agent", 1_764_000_000_000)
-        asyncio.run(_produce_all(settings, [("agents.raw.codex-exec", f"short-{i}".encode(),
+        asyncio.run(produce_all(settings, [("agents.raw.codex-exec", f"short-{i}".encode(),
                                              record) for i in range(sessions)]))
         exited = 0
 
@@ -102,8 +102,8 @@ def test_100k_short_sessions_leave_no_table_entries_and_memory_stays_bounded(
         asyncio.run(follow(settings, [CANONICAL_TOPIC], count,
                            deadline=time.monotonic() + 400, give_up=lambda: not worker.alive()))
         assert exited == sessions, f"only {exited} sessions closed; see {worker.log_path}"
-        rss = _rss_mb(worker.pid)
-        entries, live_bytes, written = asyncio.run(_changelogs(settings))
+        rss = rss_mb(worker.pid)
+        entries, live_bytes, written = asyncio.run(changelogs(settings))
         with capsys.disabled():
             print(f"\n100k sessions: closed in {time.monotonic() - started:.0f} s, "
                   f"worker peak RSS {rss:.0f} MB, changelog written {written / 1e6:.1f} MB, "

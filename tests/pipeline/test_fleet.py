@@ -16,10 +16,10 @@ import msgspec
 import pytest
 
 from pipeline.cluster.broker import EmbeddedBroker
-from pipeline.ops.metrics import OTHER
+from pipeline.ops.prometheus import OTHER
 from pipeline.tools.kafka_io import RawRecord, follow, produce, records_from_file
-from pipeline.worker import fleet
-from pipeline.worker.fleet import FleetSession, contributions, window_starts
+from pipeline.worker import fleet, fleet_counts
+from pipeline.worker.fleet_counts import FleetSession, contributions, window_starts
 from tests.pipeline.test_metrics import (
     CAPTURED,
     Exposition,
@@ -78,9 +78,9 @@ def test_a_minute_belongs_to_one_tumbling_and_five_hopping_windows():
 
 
 def _event(t: str, request_id: str | None = None, **payload: Any) -> Any:
-    from pipeline.worker.fleet import _decode_event
+    from pipeline.worker.fleet_counts import read_event
 
-    return _decode_event(json.dumps({"type": t, "provider": "p", "requestId": request_id,
+    return read_event(json.dumps({"type": t, "provider": "p", "requestId": request_id,
                                      "payload": payload}))
 
 
@@ -485,13 +485,13 @@ def test_fleet_series_and_windows_keep_max_models_and_count_the_rest_as_other(ow
         series = sum(1 for line in body.splitlines() if line and not line.startswith(b"#"))
         print(f"{n} models: /metrics {len(body)} bytes, {series} series, in {seconds:.3f} s")
         started_ = _current(exp, "canonflow_fleet_turns", state="started")
-        assert len(started_) == fleet.MAX_MODELS + 1 and OTHER in started_
+        assert len(started_) == fleet_counts.MAX_MODELS + 1 and OTHER in started_
         assert sum(started_.values()) == n
-        assert started_[OTHER] == n - fleet.MAX_MODELS
+        assert started_[OTHER] == n - fleet_counts.MAX_MODELS
         assert sum(_current(exp, "canonflow_fleet_tokens", direction="in").values()) == n * 3600
         # turn.started and turn.completed of each session past the first MAX_MODELS models
         assert exp.value("canonflow_fleet_models_folded_total", provider="gemini") == \
-            2 * (n - fleet.MAX_MODELS)
+            2 * (n - fleet_counts.MAX_MODELS)
         assert exp.value("canonflow_metric_series_folded_total", metric="canonflow_fleet_turns") \
             is None
 
@@ -500,7 +500,7 @@ def test_fleet_series_and_windows_keep_max_models_and_count_the_rest_as_other(ow
             w["turnsCompleted"] for (kind, _, _), w in v.windows("gemini").items()
             if kind == "tumbling-1m") == n), "agents.metrics did not count every turn"
         models = {model for (_, _, model) in view.windows("gemini")}
-        assert len(models) == fleet.MAX_MODELS + 1 and OTHER in models
+        assert len(models) == fleet_counts.MAX_MODELS + 1 and OTHER in models
     finally:
         worker.stop()
 
@@ -626,12 +626,12 @@ def test_one_event_that_cannot_be_counted_costs_only_its_own_counts():
     def turn(key: bytes, source: Any) -> Any:
         value = json.dumps({"type": "turn.started", "provider": "p", "payload": {"model": "m"}},
                            separators=(",", ":")).encode()  # as msgspec writes it
-        return fleet.Counted(key, value, 0, 1, now, source)
+        return fleet_counts.Counted(key, value, 0, 1, now, source)
 
     # a record the table cannot be read for (no partition): that event fails, alone
     assert stage.process([turn(b"a", at), turn(b"b", None), turn(b"c", at)]) == 0
     assert stage.gauges.uncounted.get() == 1
-    (pane,) = [fleet._decode_stored(v) for k, v in stage.windows.data.items()]
+    (pane,) = [fleet_counts.decode_stored(v) for k, v in stage.windows.data.items()]
     assert pane.metrics.turnsStarted == 2
 
 
@@ -640,15 +640,15 @@ def test_a_stored_clock_far_ahead_restarts_from_the_workers_clock():
     10 years ahead) does not make every event late after an upgrade."""
     stage, _ = _stage()
     now = int(time.time() * 1000)
-    stage.windows.data[b"clock|3"] = fleet._encode(now + 10 * 365 * 24 * 3600 * 1000)
+    stage.windows.data[b"clock|3"] = fleet_counts.encode(now + 10 * 365 * 24 * 3600 * 1000)
     assert now <= stage.clock(3) <= int(time.time() * 1000)
 
 
 def test_absurd_values_and_saturated_sums():
-    assert fleet.absurd("tokensIn", 2**64 - 1) and fleet.absurd("tokensOut", -1)
-    assert fleet.absurd("costUsd", 1.5e308) and fleet.absurd("costUsd", float("nan"))
-    assert not fleet.absurd("tokensIn", 3600) and not fleet.absurd("costUsd", 0.25)
-    assert fleet._sum(fleet.MAX_COUNT, 5) == fleet.MAX_COUNT
+    assert fleet_counts.absurd("tokensIn", 2**64 - 1) and fleet_counts.absurd("tokensOut", -1)
+    assert fleet_counts.absurd("costUsd", 1.5e308) and fleet_counts.absurd("costUsd", float("nan"))
+    assert not fleet_counts.absurd("tokensIn", 3600) and not fleet_counts.absurd("costUsd", 0.25)
+    assert fleet_counts.capped_sum(fleet_counts.MAX_COUNT, 5) == fleet_counts.MAX_COUNT
     assert contributions(_event("turn.completed", state="completed", cost={"usd": 10**400}),
                          FleetSession(), 0) == [("turnsCompleted", 1), ("costUsd", float("inf"))]
 
@@ -661,18 +661,18 @@ def test_gauges_keep_max_models_of_panes_other_workers_wrote():
     stage, _ = _stage()
     now = int(time.time() * 1000)
     minute = now - now % MINUTE
-    n = fleet.MAX_MODELS + 50
+    n = fleet_counts.MAX_MODELS + 50
     for i in range(n):
         for p in (0, 1):
             pane = FleetMetrics(schemaVersion=1, window="tumbling-1m", windowStartMs=minute,
                                 windowEndMs=minute + MINUTE, provider="p", model=f"m-{i:03d}",
                                 partition=p, turnsStarted=1)
-            stage.windows.data[fleet.pane_key("p", f"m-{i:03d}", minute, p)] = \
-                fleet._encode(fleet._Stored(1, pane))
+            stage.windows.data[fleet_counts.pane_key("p", f"m-{i:03d}", minute, p)] = \
+                fleet_counts.encode(fleet_counts.Stored(1, pane))
     for p in (0, 1):
-        stage.windows.data[f"clock|{p}".encode()] = fleet._encode(now)
+        stage.windows.data[f"clock|{p}".encode()] = fleet_counts.encode(now)
     exp = Exposition(stage.metrics.registry.render().decode())
     turns = {ls["model"]: v for ls, v in exp.series("canonflow_fleet_turns")
              if ls["window"] == "tumbling-1m" and ls["state"] == "started"}
-    assert len(turns) == fleet.MAX_MODELS + 1
+    assert len(turns) == fleet_counts.MAX_MODELS + 1
     assert turns[OTHER] == 2 * 50 and sum(turns.values()) == 2 * n

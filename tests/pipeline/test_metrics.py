@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from pipeline.cluster.broker import EmbeddedBroker, free_port
-from pipeline.ops.metrics import (
+from pipeline.ops.prometheus import (
     CONTENT_TYPE,
     PROCESS_METRICS,
     Gauge,
@@ -28,10 +28,10 @@ from pipeline.ops.metrics import (
     Registry,
     add_process_metrics,
 )
-from pipeline.ops.metrics import Counter as MetricCounter
+from pipeline.ops.prometheus import Counter as MetricCounter
 from pipeline.settings import Settings
 from pipeline.tools.kafka_io import follow, produce, records_from_file
-from pipeline.worker.fleet import metric_names
+from pipeline.worker.fleet_gauges import metric_names
 from pipeline.worker.output import OutputProducer
 from pipeline.worker.process import WorkerProcess, embedded_settings, ensure_topics
 from topics.catalog import CANONICAL_TOPIC, DEADLETTER_TOPIC, raw_topic
@@ -277,36 +277,36 @@ def test_the_exposition_escapes_labels_and_accumulates_histogram_buckets():
 
 
 def test_label_sets_are_capped_so_input_cannot_grow_the_series_without_bound():
-    from pipeline.ops import metrics
+    from pipeline.ops import prometheus
 
     c = MetricCounter("cap_total", "capped", ["native_type"])
-    for i in range(metrics.MAX_SERIES + 50):
+    for i in range(prometheus.MAX_SERIES + 50):
         c.inc((f"type-{i}",))
-    assert len(c.values) == metrics.MAX_SERIES + 1
-    assert c.get((metrics.OTHER,)) == 50
+    assert len(c.values) == prometheus.MAX_SERIES + 1
+    assert c.get((prometheus.OTHER,)) == 50
 
 
 def test_gauges_computed_at_scrape_time_are_capped_too_and_every_fold_is_counted():
     """Issue 25: the fleet gauges by model had no cap (20,000 models -> 85,963 series).
     A computed gauge keeps MAX_SERIES label sets (in label order) and folds the others
     into "other": their sum, or for a maximum their largest value."""
-    from pipeline.ops import metrics
+    from pipeline.ops import metrics, prometheus
 
-    n = metrics.MAX_SERIES + 50
+    n = prometheus.MAX_SERIES + 50
     worker = metrics.WorkerMetrics()
     values = {(f"m-{i:05d}",): float(i) for i in range(n)}
     total = worker.registry.add(Gauge("cap_sum", "summed", ["model"], collect=lambda: values))
     worker.registry.add(Gauge("cap_max", "largest", ["model"], collect=lambda: values, fold=max))
     exp = Exposition(worker.registry.render().decode())
-    assert len(exp.series("cap_sum")) == len(exp.series("cap_max")) == metrics.MAX_SERIES + 1
-    folded = [float(i) for i in range(metrics.MAX_SERIES, n)]
-    assert exp.value("cap_sum", model=metrics.OTHER) == sum(folded)
-    assert exp.value("cap_max", model=metrics.OTHER) == max(folded)
+    assert len(exp.series("cap_sum")) == len(exp.series("cap_max")) == prometheus.MAX_SERIES + 1
+    folded = [float(i) for i in range(prometheus.MAX_SERIES, n)]
+    assert exp.value("cap_sum", model=prometheus.OTHER) == sum(folded)
+    assert exp.value("cap_max", model=prometheus.OTHER) == max(folded)
     assert exp.value("cap_sum", model="m-00000") == 0
     assert exp.value("canonflow_metric_series_folded_total", metric="cap_sum") == 50
     assert exp.value("canonflow_metric_series_folded_total", metric="cap_max") == 50
     assert total.folds == 50
-    worker.unknown_types.values = {(f"p-{i}", "", "t"): 1 for i in range(metrics.MAX_SERIES)}
+    worker.unknown_types.values = {(f"p-{i}", "", "t"): 1 for i in range(prometheus.MAX_SERIES)}
     worker.unknown_types.inc(("p-new", "", "t"))  # a counter's fold: one more
     exp = Exposition(worker.registry.render().decode())
     assert exp.value("canonflow_metric_series_folded_total",
@@ -319,9 +319,9 @@ def test_a_scrape_of_many_series_renders_each_label_set_once(n, monkeypatch):
     """/metrics with many series (issue 25): counters, computed gauges and histograms,
     n series in all, rendered twice (the second scrape reuses each label set's text),
     parsed strictly. Measured and printed, not asserted: see the README."""
-    from pipeline.ops import metrics
+    from pipeline.ops import prometheus
 
-    monkeypatch.setattr(metrics, "MAX_SERIES", n)
+    monkeypatch.setattr(prometheus, "MAX_SERIES", n)
     registry = Registry()
     counter = registry.add(MetricCounter("many_total", "a counter", ["provider", "type"]))
     gauge = registry.add(Gauge("many", "a gauge", ["window", "provider", "model", "state"]))

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.tools.bench import _produce_all, build_workload, expected_events, interleaved
+from pipeline.tools.bench_kafka import produce_all
+from pipeline.tools.bench_workload import build_workload, expected_events, interleaved
 from pipeline.worker.process import WorkerProcess
 from tests.pipeline.conftest import read_topic
 from topics.catalog import CANONICAL_TOPIC, raw_topic
@@ -37,7 +38,7 @@ def test_rocksdb_store_keeps_every_sessions_state_across_a_restart(settings, tmp
         import msgspec
 
         chunk = [msgspec.structs.replace(s, lines=lines) for s, lines in parts if lines]
-        asyncio.run(_produce_all(settings, interleaved(chunk, 1, lambda s: raw_topic(s.provider))))
+        asyncio.run(produce_all(settings, interleaved(chunk, 1, lambda s: raw_topic(s.provider))))
 
     want = sum(len(v) for v in expected.values())
     log = str(tmp_path / "worker.log")

@@ -30,7 +30,8 @@ from pipeline.cluster.broker import EmbeddedBroker
 from pipeline.settings import Settings
 from pipeline.tools.kafka_io import produce, records_from_file
 from pipeline.tools.replay import replay
-from pipeline.views.ui import ChatStore, create_ui_app, serve_ui
+from pipeline.views.chat_store import ChatStore
+from pipeline.views.ui import create_ui_app, serve_ui
 from tests.pipeline.conftest import timed
 
 ROOT = Path(__file__).resolve().parents[2]

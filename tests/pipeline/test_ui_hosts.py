@@ -15,7 +15,8 @@ import pytest
 from click.testing import CliRunner
 
 from pipeline.settings import Settings
-from pipeline.views.ui import ChatStore, ui, ui_app_for
+from pipeline.views.chat_store import ChatStore
+from pipeline.views.ui import ui, ui_app_for
 from tests.pipeline.test_ui import UiServer
 from tests.pipeline.test_web_hosts import request
 

@@ -14,7 +14,7 @@ import pytest
 from adapters import providers
 from pipeline.tools.demo import SAMPLES, TRANSCRIPTS, samples
 from pipeline.views.otel import turn_tokens
-from pipeline.worker.fleet import FleetSession, _decode_event, contributions
+from pipeline.worker.fleet_counts import FleetSession, contributions, read_event
 from tests.adapters.harness import GOLDENS, read_capture, read_native, run_whole
 from topics.canonical import TurnCompleted, decode_event, encode_event
 
@@ -49,7 +49,7 @@ _NO_TOKENS_YET: set[str] = set()
 def test_the_fleet_and_otel_read_every_runtimes_usage(provider: str):
     turns = _turn_payloads(provider)
     assert turns, f"{provider}: no recording or sample has a turn.completed with tokens"
-    counted = [dict((k, v) for k, v in contributions(_decode_event(t), FleetSession(), 0)
+    counted = [dict((k, v) for k, v in contributions(read_event(t), FleetSession(), 0)
                     if k.startswith("tokens")) for t in turns]
     assert any(c.get("tokensIn") and c.get("tokensOut") for c in counted), (
         f"{provider}: the fleet counts no tokens in any of {turns[:3]}")

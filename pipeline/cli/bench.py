@@ -1,0 +1,126 @@
+"""`canonflow bench`: the benchmarks (pipeline.tools.bench and its sections)."""
+
+from __future__ import annotations
+
+import click
+
+from pipeline.cli.common import load_settings, partitions_option, run_broker_option
+
+
+@click.command()
+@run_broker_option
+@partitions_option
+@click.option("--messages", type=int, default=20000, show_default=True,
+              help="Native messages in the workload (copies of the captured conversations).")
+@click.option("--repeat", type=int, default=3, show_default=True, help="Runs per measurement.")
+@click.option("--batch", type=click.IntRange(min=1), default=50, show_default=True,
+              help="Native messages per record in the batched run.")
+@click.option("--fixtures", type=click.Path(file_okay=False, exists=True), default=None,
+              help="Captured conversations (default ../shared/fixtures/captured).")
+@click.option("--timeout", type=float, default=300.0, show_default=True)
+@click.option("--recovery-sessions", type=int, default=100_000, show_default=True,
+              help="Sessions in the table for the recovery measurement (0 skips it).")
+@click.option("--long", "long_", is_flag=True,
+              help="Run only the long-session workload: one session per provider and size, "
+                   "its answer and command output that long, through a worker with "
+                   "batch_max=1 (changelog, canonical and chat bytes per native byte, largest "
+                   "table value, peak RSS, seconds).")
+@click.option("--long-sizes", default="64k,1m,8m", show_default=True,
+              help="With --long: the sizes of the answer and the output (k = KiB, m = MiB).")
+@click.option("--long-providers", default="codex,claude,opencode,acp", show_default=True,
+              help="With --long: the providers.")
+@click.option("--replay-messages", type=int, default=200_000, show_default=True,
+              help="Messages in the offline replay section's Claude stream-json file "
+                   "(0 skips it).")
+@click.option("--replay", "replay_only", is_flag=True,
+              help="Run only the offline replay section: canonflow replay beside a bare "
+                   "msgspec decode of the same file, and redaction's share of it.")
+@click.option("--latency", "latency_only", is_flag=True,
+              help="Run only the latency section: native messages offered at fixed rates to "
+                   "a worker, one per record; produce -> agents.canonical p50, p99, max "
+                   "(about 90 s).")
+@click.option("--latency-rates", default="100,1000,5000", show_default=True,
+              help="With --latency: the rates offered, native messages per second.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def bench(broker: str | None, partitions: int | None, messages: int, repeat: int, batch: int,
+          fixtures: str | None, timeout: float, recovery_sessions: int, long_: bool,
+          long_sizes: str, long_providers: str, replay_messages: int, replay_only: bool,
+          latency_only: bool, latency_rates: str, as_json: bool) -> None:
+    """Throughput and memory: adapter core, aiokafka and Faust ceilings, canonflow end to end,
+    the offline replay against a bare decode.
+
+    With --long, only the long-session workload (pipeline/tools/bench_long.py); with
+    --replay, only the offline replay (bench_replay.py); with --latency, only the
+    latency at fixed rates (bench_latency.py)."""
+    import json
+    from pathlib import Path
+
+    settings = load_settings(broker=broker, partitions=partitions)
+    where = Path(fixtures) if fixtures else None
+    if replay_only:
+        from pipeline.tools.bench_replay import format_replay_report, run_replay_bench
+
+        result = run_replay_bench(replay_messages or 200_000, repeat, _say)
+        click.echo(json.dumps(result, indent=2) if as_json
+                   else "\n".join(format_replay_report(result)))
+    elif latency_only:
+        from pipeline.tools.bench_latency import format_latency_report, run_latency_bench
+
+        result = run_latency_bench(settings, rates=_rates(latency_rates), fixtures=where,
+                                   say=_say)
+        click.echo(json.dumps(result, indent=2) if as_json
+                   else "\n".join(format_latency_report(result)))
+    elif long_:
+        from pipeline.tools.bench_long import run_long_bench
+        from pipeline.tools.bench_report import format_long_report
+
+        sizes, providers = _long_workload(long_sizes, long_providers)
+        result = run_long_bench(settings, sizes=sizes, providers=providers, fixtures=where,
+                                timeout=timeout, say=_say)
+        click.echo(json.dumps(result, indent=2) if as_json else format_long_report(result))
+    else:
+        from pipeline.tools.bench import run_bench
+        from pipeline.tools.bench_report import format_report
+
+        result = run_bench(settings, messages=messages, repeat=repeat, batch=batch,
+                           fixtures=where, timeout=timeout, say=_say,
+                           recovery_sessions=recovery_sessions, replay_messages=replay_messages)
+        click.echo(json.dumps(result, indent=2) if as_json else format_report(result))
+
+
+def _say(line: str) -> None:
+    """The bench's progress, on stderr (the result goes to stdout)."""
+    click.echo(line, err=True)
+
+
+def _rates(text: str) -> list[int]:
+    """--latency-rates: positive integers, comma-separated.
+
+    Raises click.BadParameter for anything else."""
+    try:
+        rates = [int(r) for r in text.split(",") if r.strip()]
+    except ValueError:
+        rates = []
+    if not rates or min(rates) < 1:
+        raise click.BadParameter("positive integers, comma-separated",
+                                 param_hint="--latency-rates")
+    return rates
+
+
+def _long_workload(sizes_text: str, providers_text: str) -> tuple[list[int], list[str]]:
+    """--long-sizes and --long-providers, read and checked.
+
+    Raises click.BadParameter for a size that does not parse or an unknown provider."""
+    from pipeline.tools.bench_long import parse_sizes
+    from pipeline.tools.bench_long_sessions import CAPTURES
+
+    try:
+        sizes = parse_sizes(sizes_text)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--long-sizes") from None
+    providers = [p.strip() for p in providers_text.split(",") if p.strip()]
+    unknown = [p for p in providers if p not in CAPTURES]
+    if unknown or not providers:
+        raise click.BadParameter(f"{unknown or 'none given'}; use some of "
+                                 f"{', '.join(CAPTURES)}", param_hint="--long-providers")
+    return sizes, providers

@@ -1,0 +1,110 @@
+"""What every `canonflow` command shares: its settings, its exit statuses, running a
+coroutine against a broker that may not answer (one line, never a traceback), and the
+options several commands take."""
+
+from __future__ import annotations
+
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+import click
+
+from pipeline.transcripts.discovery import RUNTIMES as TRANSCRIPT_RUNTIMES
+
+T = TypeVar("T")
+
+#: Exit status of a command whose broker does not answer (1 is `topics check`'s drift).
+UNREACHABLE = 3
+#: Exit status after Ctrl-C (SIGINT), as a shell reports it.
+INTERRUPTED = 130
+
+
+class BrokerUnreachable(click.ClickException):
+    exit_code = UNREACHABLE
+
+
+def say_error(message: str) -> None:
+    """One line on stderr: a message that spans lines (an error's text) is joined."""
+    click.echo(" ".join(message.split()), err=True)
+
+
+def load_settings(**overrides: object):  # noqa: ANN202
+    from pipeline.settings import from_env
+
+    try:
+        return from_env(**overrides)
+    except ValueError as e:
+        raise click.UsageError(str(e)) from None
+
+
+def on_broker(settings: Any, coro: Coroutine[Any, Any, T]) -> T:
+    """Run `coro` (which talks to the broker of `settings`); a broker that does not
+    answer, or refuses, is one line (BrokerUnreachable, or exit 1), not a traceback.
+    aiokafka logs each failed connection (through Python's last-resort handler, with no
+    logging set up): the last of them becomes the line's reason instead."""
+    import asyncio
+    import logging
+
+    from aiokafka.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
+
+    said: list[str] = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = lambda record: said.append(record.getMessage())  # type: ignore[method-assign]
+    log = logging.getLogger("aiokafka")
+    log.addHandler(handler)
+    propagate, log.propagate = log.propagate, False
+    try:
+        return asyncio.run(coro)
+    except (KafkaConnectionError, KafkaTimeoutError, OSError, TimeoutError) as e:
+        reason = said[-1] if said else short(e)
+        raise BrokerUnreachable(f"no broker answers at {settings.bootstrap} "
+                                f"({reason})") from None
+    except KafkaError as e:
+        raise click.ClickException(f"the broker at {settings.bootstrap}: {short(e)}") from None
+    finally:
+        log.removeHandler(handler)
+        log.propagate = propagate
+
+
+def short(error: BaseException) -> str:
+    """An error's text without its class name repeated and without aiokafka's address
+    tuples (`Unable to bootstrap from [('127.0.0.1', 1, <AddressFamily...>)]`)."""
+    text = str(error) or type(error).__name__
+    name = type(error).__name__ + ": "
+    text = text[len(name):] if text.startswith(name) else text
+    return "unable to connect" if text.startswith("Unable to bootstrap") else text
+
+
+def for_cluster(settings: Any) -> Coroutine[Any, Any, Any]:
+    """The settings for the cluster (the embedded broker's on Tansu): for_cluster."""
+    from pipeline.worker.process import for_cluster as settings_for
+
+    return settings_for(settings)
+
+
+def quiet_repeats() -> None:
+    """Log lines (aiokafka's, one per failed connection) on stderr, each shape at most
+    once a minute (pipeline.worker.process.Repeats), as the worker's."""
+    import logging
+
+    from pipeline.worker.process import Repeats
+
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(Repeats())
+
+
+broker_option = click.option(
+    "--broker", "-b", envvar="CANONFLOW_BROKER", default=None,
+    help="kafka://host:port[;host:port] of the cluster (env CANONFLOW_BROKER); required.")
+run_broker_option = click.option(
+    "--broker", "-b", envvar="CANONFLOW_BROKER", default=None,
+    help="kafka://host:port[;host:port] of an existing cluster (env CANONFLOW_BROKER). "
+         "Default: start an embedded broker on 127.0.0.1.")
+partitions_option = click.option(
+    "--partitions", type=int, default=None,
+    help="Partitions of every co-partitioned topic (env CANONFLOW_PARTITIONS, default 12).")
+
+runtime_option = click.option(
+    "--runtime", "-r", type=click.Choice(list(TRANSCRIPT_RUNTIMES)), default=None,
+    help="Only this runtime's sessions (default: every runtime, recognised by its files).")

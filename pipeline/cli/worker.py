@@ -1,0 +1,94 @@
+"""`canonflow run`, `broker` and `demo`: the worker, the embedded broker alone, and
+the demo of both."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from pipeline.cli.common import INTERRUPTED, load_settings, partitions_option, run_broker_option
+
+
+@click.command()
+@run_broker_option
+@partitions_option
+@click.option("--include-raw", is_flag=True, default=None,
+              help="Copy native messages into canonical events (env CANONFLOW_INCLUDE_RAW).")
+@click.option("--web-port", type=int, default=None, help="Worker web server port (127.0.0.1).")
+@click.option("--no-web", is_flag=True, help="Do not start the worker's web server.")
+def run(broker: str | None, partitions: int | None, include_raw: bool | None,
+        web_port: int | None, no_web: bool) -> None:
+    """Run the worker. With no broker configured, start an embedded one first.
+
+    Creates the catalog's topics (waiting, with backoff, for a broker that does not
+    answer yet), runs the normalize agents until Ctrl-C / SIGTERM, then stops the
+    embedded broker.
+    """
+    from pipeline.cluster.broker import BrokerError, port_in_use
+    from pipeline.worker.process import Stopped, broker_for, ensure_topics_waiting, run_worker
+
+    settings = load_settings(broker=broker, partitions=partitions, include_raw=include_raw,
+                         web_port=web_port, web_enabled=False if no_web else None)
+    if settings.web_enabled and port_in_use(settings.web_host, settings.web_port):
+        raise click.ClickException(f"cannot listen on {settings.web_host}:{settings.web_port}"
+                                   " (the worker's web server): the port is in use; "
+                                   "--web-port N, or --no-web")
+    try:
+        with broker_for(settings) as live:
+            try:  # a worker of a fleet may start before its broker: it waits for it
+                live, created = ensure_topics_waiting(live, say=lambda s: click.echo(s, err=True))
+            except Stopped as e:
+                click.echo(f"canonflow: stopped ({e}) before the broker answered", err=True)
+                sys.exit(e.code)
+            kind = "Tansu: the embedded broker's settings" if live.broker_kind == "tansu" \
+                else "Kafka"
+            click.echo(f"canonflow: broker {live.broker} ({kind}); topics created: "
+                       f"{len(created)}; providers: {', '.join(live.providers)}", err=True)
+            status = run_worker(live)
+    except BrokerError as e:
+        raise click.ClickException(str(e)) from None
+    sys.exit(status)
+
+
+@click.command()
+@click.option("--port", type=int, default=None, help="Port on 127.0.0.1 (default: a free one).")
+def broker(port: int | None) -> None:
+    """Run the embedded broker alone in the foreground (stopped by Ctrl-C / SIGTERM)."""
+    import signal
+    import threading
+
+    from pipeline.cluster.broker import BrokerError, EmbeddedBroker
+
+    stop = threading.Event()
+    stopped_by: list[int] = []
+
+    def on_signal(signum: int, _frame: object) -> None:
+        stopped_by.append(signum)
+        stop.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, on_signal)
+    try:
+        with EmbeddedBroker(port=port) as b:
+            click.echo(f"canonflow: embedded broker at {b.url} (pid {b.pid}); Ctrl-C stops it")
+            sys.stdout.flush()
+            while not stop.wait(0.5):
+                if b.proc is None or b.proc.poll() is not None:
+                    status = b.proc.returncode if b.proc is not None else None
+                    raise BrokerError(f"the embedded broker exited with status {status} "
+                                      f"({b.last_words()})")
+    except BrokerError as e:
+        raise click.ClickException(str(e)) from None
+    if stopped_by and stopped_by[0] == signal.SIGINT:
+        sys.exit(INTERRUPTED)
+
+
+@click.command()
+@click.option("--timeout", type=float, default=90.0, show_default=True,
+              help="Give up after this many seconds.")
+def demo(timeout: float) -> None:
+    """Embedded broker + worker + the bundled sample sessions, shown as they arrive."""
+    from pipeline.tools.demo import run_demo
+
+    sys.exit(run_demo(load_settings(), timeout=timeout))
