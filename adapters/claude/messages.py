@@ -48,14 +48,20 @@ _TEXT_BLOCKS = {"text": ("text", "text"), "thinking": ("thinking", "thinking"),
                 "redacted_thinking": ("thinking", "")}  # block type -> (kind, text field)
 
 
+def _blocks(message: dict[str, Any], kind: str) -> list[Any]:
+    """A message's content blocks: a string is one text block."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if not isinstance(content, list):
+        raise MalformedRecord(f"{kind}: message.content must be a list or a string")
+    return content
+
+
 def _on_assistant(state: State, msg: Message, out: Emitter) -> State:
     obj = msg.obj
     message = _obj(obj, "message")
-    content = message.get("content")
-    if isinstance(content, str):
-        content = [{"type": "text", "text": content}]
-    if not isinstance(content, list):
-        raise MalformedRecord("assistant: message.content must be a list or a string")
+    content = _blocks(message, "assistant")
     state = _adopt_session(state, msg, out)
     state = open_turn(state, out)
     parent = _str(obj.get("parent_tool_use_id"))
@@ -271,11 +277,7 @@ def _author(obj: dict[str, Any], origin: str, parent: str | None, echoes_prompt:
 def _on_user(state: State, msg: Message, out: Emitter, echoes_prompt: bool = False) -> State:
     obj = msg.obj
     message = _obj(obj, "message")
-    content = message.get("content")
-    if isinstance(content, str):
-        content = [{"type": "text", "text": content}]
-    if not isinstance(content, list):
-        raise MalformedRecord("user: message.content must be a list or a string")
+    content = _blocks(message, "user")
     if msg.origin == "agent" and obj.get("isReplay") is True:
         # the CLI echoing a prompt the client sent: that client line is the user message
         return state
