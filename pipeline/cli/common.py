@@ -54,7 +54,7 @@ def on_broker(settings: Any, coro: Coroutine[Any, Any, T]) -> T:
     log.addHandler(handler)
     propagate, log.propagate = log.propagate, False
     try:
-        return asyncio.run(coro)
+        return asyncio.run(_interruptible(coro))
     except (KafkaConnectionError, KafkaTimeoutError, OSError, TimeoutError) as e:
         reason = said[-1] if said else short(e)
         raise BrokerUnreachable(f"no broker answers at {settings.bootstrap} "
@@ -64,6 +64,44 @@ def on_broker(settings: Any, coro: Coroutine[Any, Any, T]) -> T:
     finally:
         log.removeHandler(handler)
         log.propagate = propagate
+
+
+#: How long Ctrl-C waits for a command's work to end once cancelled.
+CTRL_C_GRACE = 2.0
+
+
+async def _interruptible(coro: Coroutine[Any, Any, T]) -> T:
+    """Run `coro` so that Ctrl-C stops it: cancelled, then KeyboardInterrupt (exit 130).
+    asyncio.run's own handler cancels once and waits; aiokafka may swallow a
+    cancellation that lands while a client bootstraps (a `tail` told to stop in its
+    first seconds went on forever, seen under load), so the work is cancelled again
+    every tenth of a second, and after CTRL_C_GRACE seconds the process exits 130
+    whatever the library does (a command's partial work is what Ctrl-C asks to drop)."""
+    import asyncio
+    import os
+    import signal
+    import sys
+
+    loop = asyncio.get_running_loop()
+    work = asyncio.ensure_future(coro)
+    interrupted = asyncio.Event()
+    loop.add_signal_handler(signal.SIGINT, interrupted.set)
+    waiter = asyncio.ensure_future(interrupted.wait())
+    try:
+        await asyncio.wait({work, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+    waiter.cancel()
+    if work.done():
+        return work.result()
+    deadline = loop.time() + CTRL_C_GRACE
+    while not work.done() and loop.time() < deadline:
+        work.cancel()
+        await asyncio.wait({work}, timeout=0.1)
+    if not work.done():
+        sys.stdout.flush()
+        os._exit(INTERRUPTED)
+    raise KeyboardInterrupt
 
 
 def short(error: BaseException) -> str:
