@@ -50,6 +50,11 @@ def add(a: TokenUsage, b: TokenUsage) -> TokenUsage:
                   reasoningOutput=a.reasoningOutput + b.reasoningOutput)
 
 
+def running(total: TokenUsage | None, turn: TokenUsage) -> TokenUsage:
+    """A thread's running total with `turn` added (`turn` alone when none was kept yet)."""
+    return turn if total is None else add(total, turn)
+
+
 def subtract(a: TokenUsage, b: TokenUsage) -> TokenUsage:
     """What a running total `a` gained since an earlier total `b`; a count that went down
     (a runtime that reset its total) gives 0, never a negative count."""

@@ -20,7 +20,7 @@ from topics.canonical import (
     ThreadTokenUsageUpdated,
     ThreadTokenUsageUpdatedPayload,
 )
-from topics.usage import TokenUsage, add, tokens
+from topics.usage import TokenUsage, running, tokens
 
 
 def acp_tokens(result: dict[str, Any]) -> TokenUsage | None:
@@ -73,8 +73,7 @@ def on_turn_usage(state: State, result: dict[str, Any], sid: str | None, out: Em
     total: TokenUsage | None = None
     if turn is not None:
         key = c.sid or ""
-        before = state.totals.get(key)
-        total = turn if before is None else add(before, turn)
+        total = running(state.totals.get(key), turn)
         state = _replace(state, totals={**state.totals, key: total})
     out.emit(ThreadTokenUsageUpdated,
              ThreadTokenUsageUpdatedPayload(usage=usage, tokens=total or UNSET),

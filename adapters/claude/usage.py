@@ -15,7 +15,7 @@ from adapters.core.emitter import UNSET, Emitter
 from adapters.core.emitter import replace as _replace
 from adapters.core.shape import native_count
 from topics.canonical import ThreadTokenUsageUpdated, ThreadTokenUsageUpdatedPayload
-from topics.usage import Cost, TokenUsage, add, tokens
+from topics.usage import Cost, TokenUsage, add, running, tokens
 
 
 def claude_tokens(usage: Any) -> TokenUsage | None:
@@ -76,7 +76,7 @@ def count_turn(state: State, out: Emitter, usage: Any, turn: TokenUsage) -> Stat
     turn's native `usage` and the total including this turn as `tokens`, emitted before
     the turn's turn.completed. A native message seen twice is translated once
     (adapters.core.record drops a repeated message id), so it counts once."""
-    total = add(state.total, turn) if state.total is not None else turn
+    total = running(state.total, turn)
     state = _replace(state, total=total)
     _emit(state, out, ThreadTokenUsageUpdated,
           ThreadTokenUsageUpdatedPayload(usage=usage, tokens=total))

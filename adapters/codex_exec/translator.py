@@ -94,7 +94,7 @@ from topics.canonical import (
     TurnStarted,
     TurnStartedPayload,
 )
-from topics.usage import TokenUsage, add, tokens
+from topics.usage import TokenUsage, running, tokens
 
 provider = "codex-exec"
 raw_source = "codex.sdk.thread-event"
@@ -213,7 +213,7 @@ def _count(state: State, turn_tokens: TokenUsage | None) -> State:
     turn.completed repeated for the same turn (no turn.started between) adds nothing."""
     if turn_tokens is None or (state.total is not None and state.totalTurn == state.turns):
         return state
-    total = turn_tokens if state.total is None else add(state.total, turn_tokens)
+    total = running(state.total, turn_tokens)
     return _replace(state, total=total, totalTurn=state.turns)
 
 

@@ -84,7 +84,7 @@ from topics.canonical import (
     TurnStarted,
     TurnStartedPayload,
 )
-from topics.usage import TokenUsage, add, tokens
+from topics.usage import TokenUsage, running, tokens
 
 provider = "gemini"
 raw_source = "gemini.stream-json"
@@ -197,7 +197,7 @@ def _on_result(state: State, obj: dict[str, Any], out: Emitter) -> State:
     if isinstance(stats, dict):
         turn = gemini_tokens(stats) or tokens()  # a dict: never None
         # the run is the turn: the thread's total so far goes with the run's stats
-        total = turn if state.total is None else add(state.total, turn)
+        total = running(state.total, turn)
         out.emit(ThreadTokenUsageUpdated, ThreadTokenUsageUpdatedPayload(usage=stats,
                                                                          tokens=total),
                  thread=c.thread, turn=c.turn, refs=c.refs)

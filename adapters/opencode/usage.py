@@ -30,7 +30,7 @@ from topics.canonical import (
     ThreadTokenUsageUpdated,
     ThreadTokenUsageUpdatedPayload,
 )
-from topics.usage import Cost, TokenUsage, add, tokens
+from topics.usage import Cost, TokenUsage, running, tokens
 
 
 def opencode_tokens(native: dict[str, Any]) -> TokenUsage:
@@ -90,7 +90,7 @@ def _thread_total(state: State, out: Emitter, sid: str, sess: Sess, u: Usage,
                   turn_tokens: TokenUsage) -> Sess:
     """The thread's total with the turn that ends: on a thread.token-usage.updated (its
     `usage` the turn's, as the steps' updates give it), kept in the session."""
-    total = turn_tokens if sess.total is None else add(sess.total, turn_tokens)
+    total = running(sess.total, turn_tokens)
     out.emit(ThreadTokenUsageUpdated,
              ThreadTokenUsageUpdatedPayload(usage={"turn": {
                  "input": u.input, "output": u.output, "reasoning": u.reasoning,
