@@ -117,8 +117,7 @@ def initial() -> State:
 def translate(state: State, msg: Message, out: Emitter) -> State:
     """Apply one JSON-RPC message (either direction). Raises MalformedRecord when it is
     not a JSON-RPC request, notification or response of the expected shape."""
-    out.set_agent(None)  # the root's, unless a handler says whose (envelope.Ctx)
-    obj = msg.obj
+    obj = msg.obj  # the root's, unless a handler says whose (envelope.Ctx)
     method = obj.get("method")
     if method is None:
         if "id" in obj and ("result" in obj or "error" in obj):

@@ -38,7 +38,8 @@ def enter(state: State, obj: dict[str, Any], out: Emitter) -> State:
         return state
     kind = obj.get("type")
     if kind == "stream_event" or kind == "assistant" or kind == "user" or kind == "result":
-        out.set_agent(None)  # the hot path: the root's deltas, answers and results
+        # the hot path: the root's deltas, answers and results, whose agent the record's
+        # driver already set (it starts each message as the root's)
         return state
     tool = state.tools.get(_tool_of(state, kind, obj) or "")
     enter_subagent(state, out, tool.parent if tool is not None else None)

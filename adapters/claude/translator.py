@@ -171,7 +171,6 @@ def dispatch(state: State, msg: Message, out: Emitter, handlers: dict[str, Handl
         raise MalformedRecord(f"{out.provider} message without a string 'type'")
     out.native_type = kind
     if not state.started:
-        out.set_agent(None)
         state = _start_session(state, msg, out)
     state = agents.enter(state, msg.obj, out)
     handler = handlers.get(kind)

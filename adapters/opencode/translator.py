@@ -131,7 +131,7 @@ from __future__ import annotations
 from typing import Any
 
 from adapters.core.contract import MalformedRecord, Message
-from adapters.core.emitter import UNSET, Emitter
+from adapters.core.emitter import Emitter
 from adapters.core.emitter import replace as _replace
 from adapters.opencode.agents import _enter
 from adapters.opencode.common import _ensure_thread, _str, _thread, _turn
@@ -209,7 +209,7 @@ def translate(state: State, msg: Message, out: Emitter) -> State:
         # the first message opens the canonical session; server.connected is its native start
         out.emit(SessionStarted, SessionStartedPayload(), synthetic=kind != "server.connected")
         state = _replace(state, started=True)
-    if state.agents or out.agent is not UNSET:
+    if state.agents:  # else the root's, as the record's driver starts each message
         _enter(state, kind, props, out)  # a child session's message is its subagent's
     handler = _HANDLERS.get(kind)
     if handler is not None:
