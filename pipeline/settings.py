@@ -64,7 +64,7 @@ class Settings(Struct, frozen=True, kw_only=True):
     #: embedded Tansu) holds each record up to this long (Faust's own: 1.5 s).
     fetch_max_wait: float = 0.05
     #: A file each normalize batch appends its step timings to, one JSON line (records,
-    #: the oldest record's age, seconds to translate, publish, store, drop, count):
+    #: the oldest record's age, seconds to translate, publish, store, count):
     #: `canonflow bench --latency` reads it; empty: none.
     batch_timings: str = ""
     #: Records larger than this go to the dead-letter topic untranslated.

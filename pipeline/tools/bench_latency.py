@@ -240,7 +240,7 @@ def run_latency_bench(settings: Settings, *, rates: list[int], fixtures: Path | 
 
 
 #: A batch's steps, as the worker's checkpoint times them (CANONFLOW_BATCH_TIMINGS).
-STEPS = ("translate", "publish", "store", "drop", "count")
+STEPS = ("translate", "publish", "store", "count")
 
 
 def read_timings(path: str) -> list[dict[str, Any]]:

@@ -41,12 +41,14 @@ from pipeline.worker.faust_door import (
     forget_unacknowledged,
     hold_unacknowledged,
     local_size,
+    release_acks,
     set_fetch_wait,
 )
 from pipeline.worker.fleet import FleetStage, add_fleet
 from pipeline.worker.idle import add_idle_expiry
 from pipeline.worker.normalize import Normalizer, internal_error
 from pipeline.worker.output import STOP_POLL_SECONDS, Abandoned, OutputProducer
+from pipeline.worker.owed import Owed
 from pipeline.worker.stall import add_stall_watch
 from topics.catalog import CANONICAL_TOPIC, CHAT_TOPIC, DEADLETTER_TOPIC, raw_topic
 
@@ -141,7 +143,8 @@ def _add_normalizer(app: faust.App, settings: Settings, provider: str,
                       chat=settings.chat_enabled, item_cap=settings.item_cap,
                       app_id=settings.app_id, summaries=settings.sessions_enabled)
     name = f"normalize.{provider}"
-    tables, sessions = Tables(table, items, step.redactor), Sessions()
+    tables = Tables(table, items, step.redactor)
+    sessions = Sessions(Owed(tables, sink, name, partial(release_acks, app)))
 
     def checkpoint() -> Checkpoint:
         return Checkpoint(name, provider, tables, sessions, sink, metrics, fleet)
@@ -166,8 +169,13 @@ def _add_batched_agent(app: faust.App, settings: Settings, name: str, source: fa
 
     A batch given up as the worker stops (its delivery was being sent again:
     output.Abandoned) is not acknowledged either: the agent then waits for Faust to
-    cancel it, taking its records off what Faust's shutdown waits for."""
+    cancel it, taking its records off what Faust's shutdown waits for.
+
+    A delivered batch's states go with the next batch's delivery (pipeline.worker.owed),
+    or on their own once the agent has had nothing to deliver for a moment, or as it
+    stops."""
     topic = source.get_topic_name()
+    owed = sessions.owed
 
     async def run(stream: faust.StreamT) -> None:
         batches = stream.take_events(settings.batch_max, settings.batch_within)
@@ -185,10 +193,16 @@ def _add_batched_agent(app: faust.App, settings: Settings, name: str, source: fa
                 if not batch.acknowledged:
                     await _given_up()  # never returns: Faust cancels the agent
                 delivered = True
-        except BaseException:
+                owed.schedule(sessions.lock, _forget)
+        except BaseException as e:
             if not delivered:
                 hold_unacknowledged(batches)
+            if isinstance(e, asyncio.CancelledError):
+                await owed.settle(sessions.lock)
             raise
+
+    def _forget() -> None:
+        forget_unacknowledged(app, topic)
 
     async def _given_up() -> None:
         """Wait for the end: Faust cancels the agent once its shutdown is over. The

@@ -2,8 +2,9 @@
 
 The one invariant that makes a crash harmless: STATE NEVER AHEAD OF WHAT WAS PUBLISHED
 (pipeline.worker.normalize). A batch's new session states are stored only once the
-events they stand for are delivered, and Faust acknowledges the batch's records only
-once the states are stored. A worker that dies anywhere in between reads the batch
+events they stand for are delivered (their changelog records in the agent's next
+delivery: pipeline.worker.owed), and the batch's records are acknowledged only once the
+states are delivered. A worker that dies anywhere in between reads the batch
 again after its restart: each record is either below its session's stored watermark
 (nothing happens) or translated again into the same events with the same eventIds
 (consumers drop the copies).
@@ -25,10 +26,11 @@ import msgspec
 
 from pipeline.ops.metrics import Item, WorkerMetrics
 from pipeline.privacy.redact import Redactor
-from pipeline.worker.faust_door import Entry, local, note_persisted, write_entries
+from pipeline.worker.faust_door import Entry, hold_ack, local, note_persisted, write_entries
 from pipeline.worker.fleet import Counted, FleetStage
 from pipeline.worker.normalize import BatchSpool, Output
 from pipeline.worker.output import OutputProducer, Record
+from pipeline.worker.owed import Owed
 from pipeline.worker.waits import Waits
 from topics.catalog import CANONICAL_TOPIC, CHAT_TOPIC, DEADLETTER_TOPIC, SESSIONS_TOPIC
 from topics.sessions import SummaryState, encode_summary, record
@@ -51,11 +53,14 @@ class Tables:
 
 class Sessions:
     """What an agent shares with its idle-session and stall scans: the lock that keeps
-    them from interleaving on one table, when each local session last had a record, and
-    what each waits on since its last event (pipeline.worker.waits)."""
+    them from interleaving on one table, what its delivered batches still owe (delivered
+    by a scan before it reads the table: pipeline.worker.owed), when each local session
+    last had a record, and what each waits on since its last event
+    (pipeline.worker.waits)."""
 
-    def __init__(self) -> None:
+    def __init__(self, owed: Owed) -> None:
         self.lock = asyncio.Lock()
+        self.owed = owed
         self.last_seen: dict[bytes, float] = {}
         self.waits = Waits()
 
@@ -111,17 +116,20 @@ class Checkpoint:
        own partition, each session's summary after them (agents.sessions, once per
        batch), with the item chunks the batch spooled (written locally, their
        changelog records in the same delivery, so a stored state never names a chunk
-       that is not stored); waits until every one is delivered (sent again until it
-       is: OutputProducer.publish).
-    2. `store`: each session's new state, locally and in its changelog partition (the
-       partition of the records it came from), delivered and noted persisted.
-    3. `drop`: the chunks the batch no longer needs, after the states, so that a state
-       not stored yet never names a chunk already gone.
-    4. `count`: the delivered events into the fleet stage and the worker's metrics;
+       that is not stored), and what the batch before owes (Owed.deliver: its states
+       after this output, the tombstones of the chunks the one before it dropped
+       first); waits until every one is delivered (sent again until it is:
+       OutputProducer.publish). The batch before's records are then acknowledged.
+    2. `store`: each session's new state, written locally; its changelog record (in the
+       partition of the records it came from) is owed to the next delivery, and so are
+       the tombstones of the chunks the batch no longer needs (locally gone now), one
+       delivery later still: a state not stored yet never names a chunk already gone.
+    3. `count`: the delivered events into the fleet stage and the worker's metrics;
        counting never stops a delivered batch from being acknowledged.
-    5. `acknowledge`: the batch is done. The agent then asks Faust for its next batch,
-       and Faust acknowledges this one's records. A batch whose agent stops before this
-       step is held back (faust_door.hold_unacknowledged) and read again after a restart.
+    4. `acknowledge`: the batch is done. The agent then asks Faust for its next batch.
+       Its records are acknowledged once its states are delivered (faust_door.hold_ack);
+       a batch whose agent stops before this step is held back
+       (faust_door.hold_unacknowledged) and read again after a restart.
     """
 
     def __init__(self, name: str, provider: str, tables: Tables, sessions: Sessions,
@@ -140,6 +148,7 @@ class Checkpoint:
         self.summaries: dict[bytes, Latest] = {}
         self.summary_items: list[Item] = []
         self.stamps: list[float] = []
+        self.held: list[Any] = []  # the batch's records, acknowledged with its states
         self.records = self.lines = 0
         self.started = time.perf_counter()
         self.seconds = {"translate": 0.0, "publish": 0.0}
@@ -159,6 +168,7 @@ class Checkpoint:
         """What one record (`record`, at `offset` of `partition`) produced."""
         ts_ms = int(ts * 1000) if ts else None
         self.records += 1
+        self.held.append(hold_ack(record))
         self.items.extend(outputs(out, key, partition, ts_ms))
         if self.fleet is not None and key is not None:
             self.counted.extend(Counted(key, v, partition, offset, ts_ms or 0, record)
@@ -175,22 +185,20 @@ class Checkpoint:
             self.stamps.append(ts)
 
     async def commit(self) -> None:
-        """Steps 1 to 5, in order. Raises only CancelledError (the worker stops before
-        the batch is delivered: it is not acknowledged)."""
+        """Steps 1 to 4, in order. Raises only CancelledError and Abandoned (the worker
+        stops before the batch is delivered: it is not acknowledged)."""
         seconds = self.seconds
         seconds["translate"] = time.perf_counter() - self.started
         t0 = time.perf_counter()
         await self.publish()
         t1 = time.perf_counter()
         seconds["publish"] = t1 - t0
-        await self.store()
+        self.store()
         t2 = time.perf_counter()
-        await self.drop()
-        t3 = time.perf_counter()
         await self.count()
         self.acknowledge()
         if self.timings is not None:
-            seconds.update(store=t2 - t1, drop=t3 - t2, count=time.perf_counter() - t3)
+            seconds.update(store=t2 - t1, count=time.perf_counter() - t2)
             self._write_timings()
 
     def _write_timings(self) -> None:
@@ -210,16 +218,15 @@ class Checkpoint:
     async def publish(self) -> None:
         chunks = write_entries(self.tables.items, self.spool.entries(drops=False))
         self.summary_items = summaries(self.summaries)
-        if self.items or chunks or self.summary_items:
-            records: list[Record] = [*self.items, *self.summary_items, *chunks]
-            ends = await self.sink.publish(
-                records, self.name, exact_ends=self.sink.settings.producer_max_batch_size == 1)
-            note_persisted([self.tables.items], ends)
+        records: list[Record] = [*self.items, *self.summary_items, *chunks]
+        await self.sessions.owed.deliver(records, chunks)
 
-    async def store(self) -> None:
-        await store(self.sink, self.tables.sessions,
-                    [(key, partition, state, last)
-                     for key, (partition, state, last) in self.states.items()], self.name)
+    def store(self) -> None:
+        states = write_entries(self.tables.sessions,
+                               [(key, partition, state, last)
+                                for key, (partition, state, last) in self.states.items()])
+        dropped = write_entries(self.tables.items, self.spool.entries(drops=True))
+        self.sessions.owed.owe(states, dropped, self.held)
         now = time.monotonic()
         waits = self.sessions.waits
         for key, (_, state, _) in self.states.items():
@@ -231,9 +238,6 @@ class Checkpoint:
                 on = self.waiting.get(key)
                 if on is not None:
                     waits.put(key, on, now)
-
-    async def drop(self) -> None:
-        await store(self.sink, self.tables.items, self.spool.entries(drops=True), self.name)
 
     async def count(self) -> None:
         if self.counted and self.fleet is not None:

@@ -25,11 +25,13 @@ the measurement or the issue that justifies it:
    current-event variable (`faust.streams._current_event`, what the public
    `current_event()` reads) as Faust's own stream iteration does for every record. A
    write no record carries (the idle scan's) names a stand-in of its partition.
-4. Acknowledgements held back (`hold_unacknowledged`, `forget_unacknowledged`): Faust's
-   `take_events` acknowledges a batch in a `finally` when its generator is closed; an
-   agent that stops (or crashes) inside an undelivered batch must not have it
-   acknowledged (it is read again after a restart), so its generator is kept from
-   being finalized. And Faust's shutdown waits for every record it handed out to be
+4. Acknowledgements held back (`hold_unacknowledged`, `forget_unacknowledged`,
+   `hold_ack`, `release_acks`): Faust's `take_events` acknowledges a batch in a
+   `finally` when its generator is closed; an agent that stops (or crashes) inside an
+   undelivered batch must not have it acknowledged (it is read again after a restart),
+   so its generator is kept from being finalized. And a delivered batch's states go
+   with the next delivery (pipeline.worker.owed): its records keep one reference each
+   until then, so that Faust's acknowledgement of the batch does not commit them. And Faust's shutdown waits for every record it handed out to be
    acknowledged: an agent that gives up its batch as the worker stops takes its
    records off that list, or SIGTERM would never be honoured.
 5. Table recovery (`Recovery`, `TableManager`): two corrections, without which a
@@ -188,6 +190,23 @@ def hold_unacknowledged(batches: Any) -> None:
     """Keep `batches` (a `take_events` generator whose current batch was not delivered)
     from being closed, and so from acknowledging that batch, while the worker runs."""
     _UNDELIVERED.append(batches)
+
+
+def hold_ack(event: Any) -> Any:
+    """Keep `event`'s record from being acknowledged when its batch is done (Faust's
+    take_events acknowledges a batch when the agent asks for the next one); returns its
+    message, for `release_acks` once what the batch owes is delivered (Owed)."""
+    message = event.message
+    message.incref()
+    return message
+
+
+def release_acks(app: Any, messages: Iterable[Any]) -> None:
+    """Acknowledge the records `hold_ack` held: their offsets may now be committed."""
+    consumer, out = app.consumer, app.sensors.on_message_out
+    for message in messages:
+        if message.ack(consumer):
+            out(message.tp, message.offset, message)
 
 
 def forget_unacknowledged(app: Any, topic: str) -> int:

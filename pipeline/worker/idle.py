@@ -22,7 +22,7 @@ from pipeline.worker.faust_door import (
 )
 from pipeline.worker.fleet import Counted, FleetStage
 from pipeline.worker.normalize import Normalizer, closed_at, closed_mark
-from pipeline.worker.output import OutputProducer, until_stopped
+from pipeline.worker.output import Abandoned, OutputProducer, until_stopped
 from topics.catalog import SESSIONS_TOPIC
 
 log = logging.getLogger("canonflow")
@@ -83,6 +83,10 @@ def add_idle_expiry(app: Any, settings: Settings, name: str, tables: Tables,
         stand_ins: dict[int, Any] = {}
         drops: list[Entry] = []
         async with sessions.lock:
+            try:  # the states the agent owes go before these sessions' tombstones
+                await sessions.owed.flush()
+            except Abandoned:
+                return False
             for key in keys:
                 seen = sessions.last_seen.get(key)
                 stored = local(table).get(key)

@@ -117,6 +117,7 @@ def add_stall_watch(app: Any, settings: Settings, name: str, tables: Tables,
         items: list[Item] = []
         counted: list[Counted] = []
         async with sessions.lock:
+            await sessions.owed.flush()  # the states the agent owes go before these
             now, now_ms = time.monotonic(), int(time.time() * 1000)
             states: list[Entry] = []
             said: list[tuple[bytes, str, float]] = []

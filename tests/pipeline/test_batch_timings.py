@@ -15,7 +15,7 @@ from tests.pipeline.conftest import read_topic
 from topics.catalog import CANONICAL_TOPIC
 
 CAPTURED = Path(__file__).resolve().parents[1] / "fixtures" / "captured"
-STEPS = ("translate", "publish", "store", "drop", "count")
+STEPS = ("translate", "publish", "store", "count")
 
 
 def test_every_batch_appends_its_steps_once_delivered(settings, tmp_path):
