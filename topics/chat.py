@@ -128,7 +128,9 @@ class ChatError(_Chat, tag="error", frozen=True, kw_only=True):
 
 
 class ChatDone(_Chat, tag="done", frozen=True, kw_only=True):
-    """The turn is over: its final answer, and whether it failed."""
+    """The turn is over: its final answer (`result`, whole), and whether it failed.
+    `final_text` repeats `result` while it is at most 2,048 characters
+    (adapters.projections.chat.ACCUMULATED_MAX); past that it is "": read `result`."""
 
     result: str | None
     final_text: str | None

@@ -320,8 +320,10 @@ def _on_turn_completed(state: ChatState, ev: Any, out: _Out) -> ChatState:
     # the runtime's own final answer wins when it reports one (Claude's result)
     last = _take_last(state, out)
     final = _v(p.resultText) if p.resultText is not UNSET else last
-    result = final
-    out.add(ChatDone, result=result, final_text=final, is_error=p.state != "completed",
+    # the answer goes whole once: `final_text` repeats `result` only while it is short, as
+    # `accumulated` does (a long answer in both was 2x its bytes in every turn's end)
+    repeated = final if final is None or len(final) <= ACCUMULATED_MAX else ""
+    out.add(ChatDone, result=final, final_text=repeated, is_error=p.state != "completed",
             subtype=_SUBTYPES.get(p.state, p.state))
     return ChatState()
 

@@ -16,7 +16,7 @@ import pytest
 
 from adapters import MemorySpool, get, new_session, providers, translate_record
 from adapters.core import Session
-from adapters.projections.chat import ChatState, initial, project_event
+from adapters.projections.chat import ACCUMULATED_MAX, ChatState, initial, project_event
 from tests.adapters.harness import SHARED, capture_lines
 from tests.adapters.test_claude import _wire as claude_wire
 from topics.chat import encode_chat
@@ -473,3 +473,33 @@ def test_the_chat_shows_what_the_user_asked_and_never_an_injected_prompt(
     # the same record shape for every runtime
     assert all(set(r) == {"type", "session_id", "provider", "seq", "event_id",
                           "source_event_id", "turn_id", "content", "item_id"} for r in users)
+
+
+def _acp_answer(chunks: list[str]) -> list[tuple[str, Any]]:
+    def chunk(text: str) -> tuple[str, Any]:
+        return ("agent", {"jsonrpc": "2.0", "method": "session/update", "params": {
+            "sessionId": "s1", "update": {"sessionUpdate": "agent_message_chunk",
+                                          "content": {"type": "text", "text": text}}}})
+
+    return [
+        ("client", {"jsonrpc": "2.0", "id": 1, "method": "session/new",
+                    "params": {"cwd": "/w", "mcpServers": []}}),
+        ("agent", {"jsonrpc": "2.0", "id": 1, "result": {"sessionId": "s1"}}),
+        ("client", {"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": {
+            "sessionId": "s1", "prompt": [{"type": "text", "text": PROMPT}]}}),
+        *(chunk(c) for c in chunks),
+        ("agent", {"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "end_turn"}}),
+    ]
+
+
+@pytest.mark.parametrize("length", [ACCUMULATED_MAX, ACCUMULATED_MAX + 1, 64 * 1024])
+def test_a_turns_done_carries_a_long_answer_whole_once(length: int):
+    """`result` is the final answer whole; `final_text` repeats it only while it is short
+    (ACCUMULATED_MAX characters, as `accumulated`): a long answer is not doubled."""
+    answer = ("All done. " * (length // 10 + 1))[:length]
+    chunks = [answer[i:i + 1000] for i in range(0, length, 1000)]
+    records = [r for rs in chat_per_input("acp", "s1", _acp_answer(chunks)) for r in rs]
+    assert "".join(r["content"] for r in records if r["type"] == "text") == answer
+    [done] = [r for r in records if r["type"] == "done"]
+    assert done["result"] == answer
+    assert done["final_text"] == (answer if length <= ACCUMULATED_MAX else "")
