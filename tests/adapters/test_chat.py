@@ -251,28 +251,37 @@ def _opencode() -> list[tuple[str, Any]]:
     ]
 
 
-def _acp() -> list[tuple[str, Any]]:
-    def update(**u: Any) -> tuple[str, Any]:
-        return ("agent", {"jsonrpc": "2.0", "method": "session/update",
-                          "params": {"sessionId": "s1", "update": u}})
+def _acp_update(**u: Any) -> tuple[str, Any]:
+    return ("agent", {"jsonrpc": "2.0", "method": "session/update",
+                      "params": {"sessionId": "s1", "update": u}})
 
-    def chunk(text: str) -> tuple[str, Any]:
-        return update(sessionUpdate="agent_message_chunk", content={"type": "text", "text": text})
 
+def _acp_chunk(text: str) -> tuple[str, Any]:
+    return _acp_update(sessionUpdate="agent_message_chunk", content={"type": "text", "text": text})
+
+
+def _acp_turn(*middle: tuple[str, Any]) -> list[tuple[str, Any]]:
+    """An ACP session opened, one prompt, `middle`, the prompt's answer."""
     return [
         ("client", {"jsonrpc": "2.0", "id": 1, "method": "session/new",
                     "params": {"cwd": "/w", "mcpServers": []}}),
         ("agent", {"jsonrpc": "2.0", "id": 1, "result": {"sessionId": "s1"}}),
         ("client", {"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": {
             "sessionId": "s1", "prompt": [{"type": "text", "text": PROMPT}]}}),
-        chunk(FIRST),
-        update(sessionUpdate="tool_call", toolCallId="call_1", title=CMD, kind="execute",
-               status="pending", rawInput={"command": CMD}),
-        update(sessionUpdate="tool_call_update", toolCallId="call_1", status="completed",
-               content=[{"type": "content", "content": {"type": "text", "text": OUT}}]),
-        chunk(LAST),
+        *middle,
         ("agent", {"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "end_turn"}}),
     ]
+
+
+def _acp() -> list[tuple[str, Any]]:
+    return _acp_turn(
+        _acp_chunk(FIRST),
+        _acp_update(sessionUpdate="tool_call", toolCallId="call_1", title=CMD, kind="execute",
+                    status="pending", rawInput={"command": CMD}),
+        _acp_update(sessionUpdate="tool_call_update", toolCallId="call_1", status="completed",
+                    content=[{"type": "content", "content": {"type": "text", "text": OUT}}]),
+        _acp_chunk(LAST),
+    )
 
 
 def _gemini() -> list[tuple[str, Any]]:
@@ -475,30 +484,14 @@ def test_the_chat_shows_what_the_user_asked_and_never_an_injected_prompt(
                           "source_event_id", "turn_id", "content", "item_id"} for r in users)
 
 
-def _acp_answer(chunks: list[str]) -> list[tuple[str, Any]]:
-    def chunk(text: str) -> tuple[str, Any]:
-        return ("agent", {"jsonrpc": "2.0", "method": "session/update", "params": {
-            "sessionId": "s1", "update": {"sessionUpdate": "agent_message_chunk",
-                                          "content": {"type": "text", "text": text}}}})
-
-    return [
-        ("client", {"jsonrpc": "2.0", "id": 1, "method": "session/new",
-                    "params": {"cwd": "/w", "mcpServers": []}}),
-        ("agent", {"jsonrpc": "2.0", "id": 1, "result": {"sessionId": "s1"}}),
-        ("client", {"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": {
-            "sessionId": "s1", "prompt": [{"type": "text", "text": PROMPT}]}}),
-        *(chunk(c) for c in chunks),
-        ("agent", {"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "end_turn"}}),
-    ]
-
-
 @pytest.mark.parametrize("length", [ACCUMULATED_MAX, ACCUMULATED_MAX + 1, 64 * 1024])
 def test_a_turns_done_carries_a_long_answer_whole_once(length: int):
     """`result` is the final answer whole; `final_text` repeats it only while it is short
     (ACCUMULATED_MAX characters, as `accumulated`): a long answer is not doubled."""
     answer = ("All done. " * (length // 10 + 1))[:length]
     chunks = [answer[i:i + 1000] for i in range(0, length, 1000)]
-    records = [r for rs in chat_per_input("acp", "s1", _acp_answer(chunks)) for r in rs]
+    records = [r for rs in chat_per_input("acp", "s1", _acp_turn(*map(_acp_chunk, chunks)))
+               for r in rs]
     assert "".join(r["content"] for r in records if r["type"] == "text") == answer
     [done] = [r for r in records if r["type"] == "done"]
     assert done["result"] == answer
