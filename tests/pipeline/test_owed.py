@@ -171,3 +171,56 @@ def test_a_delivery_that_fails_keeps_the_debt_and_the_records_unacknowledged():
     asyncio.run(main())
     assert given_up == [True]
     assert sink.deliveries == [[_state(b"s")]] and released == ["m1"]
+
+
+# ---- the delivery they ride in: batches queued in rounds -------------------------
+
+
+class _Batch:
+    def __init__(self) -> None:
+        self.records: list[bytes] = []
+
+    def append(self, *, key: Any, value: Any, timestamp: Any, headers: Any) -> Any:
+        self.records.append(value)
+        return True
+
+
+class _Producer:
+    """aiokafka's rule: one batch per partition queued; a second waits until the first
+    is sent (here: until the queue is flushed, as a request would)."""
+
+    def __init__(self) -> None:
+        self.queued: list[tuple[tuple[str, int], list[bytes]]] = []
+        self.requests: list[list[tuple[str, int]]] = []
+
+    def create_batch(self) -> _Batch:
+        return _Batch()
+
+    async def send_batch(self, batch: _Batch, topic: str, *, partition: int) -> Any:
+        if any(tp == (topic, partition) for tp, _ in self.queued):
+            self.requests.append([tp for tp, _ in self.queued])  # one round trip
+            self.queued.clear()
+        self.queued.append(((topic, partition), batch.records))
+        return asyncio.get_running_loop().create_future()
+
+
+def test_a_delivery_queues_every_partitions_first_batch_before_any_second():
+    """With exact ends (the embedded broker) most partitions have two batches: queued
+    partition after partition, each second batch cost a request of its own."""
+    from pipeline.worker.output import OutputProducer
+
+    items = [(topic, b"%s-%d-%d" % (topic.encode(), p, n), b"k", p, None)
+             for topic in ("agents.canonical", "sessions-changelog") for p in range(6)
+             for n in range(3)]
+    producer, sent, unsent = _Producer(), [], []
+
+    asyncio.run(OutputProducer._send(producer, items, sent, unsent, True))
+    producer.requests.append([tp for tp, _ in producer.queued])
+    assert unsent == [] and len(producer.requests) == 2  # one round trip per round
+    assert all(len(r) == 12 for r in producer.requests)
+    # each partition's records, in order, the last alone in the second round
+    for tp in {(t, p) for t, _, _, p, _ in items}:
+        mine = [m for t, _, m in sent if t == tp]
+        assert [[items[i][1] for i in m] for m in mine] == [
+            [v for t, v, _, p, _ in items if (t, p) == tp][:2],
+            [v for t, v, _, p, _ in items if (t, p) == tp][2:]]
