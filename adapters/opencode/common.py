@@ -102,8 +102,21 @@ def _digest(text: str) -> str:
 # ---- the state -----------------------------------------------------------------------
 
 
-def _close_ids(state: State, *ids: str) -> tuple[str, ...]:
-    return (state.closed + ids)[-_RING:]
+def _closed_key(id_: str) -> int:
+    """How State.closed keeps a closed id: the first 8 bytes of its BLAKE2b."""
+    return int.from_bytes(hashlib.blake2b(id_.encode("utf-8", "surrogatepass"),
+                                          digest_size=8).digest(), "big")
+
+
+def _is_closed(state: State, id_: str) -> bool:
+    closed = state.closed
+    if not closed:
+        return False
+    return _closed_key(id_) in closed or (isinstance(closed[0], str) and id_ in closed)
+
+
+def _close_ids(state: State, *ids: str) -> tuple[int | str, ...]:
+    return (state.closed + tuple(_closed_key(i) for i in ids))[-_RING:]
 
 
 def _set_part(state: State, pid: str, part: Part) -> State:

@@ -14,6 +14,7 @@ from adapters.opencode.common import (
     _dict,
     _ensure_thread,
     _int,
+    _is_closed,
     _num,
     _open_turn,
     _prefs,
@@ -93,7 +94,7 @@ def _on_message_part_updated(state: State, props: dict[str, Any], out: Emitter) 
         raise MalformedRecord("opencode message.part.updated: part needs string id, "
                               "messageID and type")
     sid = _require_sid(props, "message.part.updated", "part")
-    if pid in state.closed:
+    if pid not in state.parts and _is_closed(state, pid):  # an open part is not closed
         return state  # a finished part sent again (or updated after its turn ended)
     state = _ensure_thread(state, out, sid)
     handler = _PART_HANDLERS.get(ptype)

@@ -17,6 +17,7 @@ from adapters.opencode.common import (
     _close_ids,
     _dict,
     _ensure_thread,
+    _is_closed,
     _open_turn,
     _require_sid,
     _set_part,
@@ -58,7 +59,7 @@ def _tool_item_for(state: State, out: Emitter, call: str) -> str | UnsetType:
 
 def _open_request(state: State, out: Emitter, rid: str, req: Request,
                   payload: RequestOpenedPayload | UserInputRequestedPayload) -> State:
-    if rid in state.requests or rid in state.closed:
+    if rid in state.requests or _is_closed(state, rid):
         return state  # the same request announced again (v1 and v2 names)
     state = _open_turn(state, out, req.sid)
     cls = RequestOpened if req.kind == "permission" else UserInputRequested
@@ -142,7 +143,7 @@ def _on_question_rejected(state: State, props: dict[str, Any], out: Emitter) -> 
 
 def _answer(state: State, out: Emitter, rid: str, sid: str, kind: str, decision: str,
             resolution: Any) -> State:
-    if rid in state.closed:
+    if _is_closed(state, rid):
         return state  # already resolved (v1 and v2 names for the same reply)
     req = state.requests.get(rid)
     if req is None:  # never saw it opened: still report the answer, never lose it

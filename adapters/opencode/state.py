@@ -87,7 +87,10 @@ class State(Stored, frozen=True, kw_only=True):
     msgSession: dict[str, str] = {}  # message id -> session id (to prune `roles`)
     parts: dict[str, Part] = {}
     requests: dict[str, Request] = {}
-    closed: tuple[str, ...] = ()
+    # the last _RING closed part and request ids, as common._closed_key: 9 bytes each in
+    # msgpack where an id took 31-41; written with every record. States stored before
+    # hold the ids themselves (str), read as well until the ring has moved past them.
+    closed: tuple[int | str, ...] = ()
     # child session id -> the subagent it is (agents.py): one entry per running task tool
     # part that named its child session, dropped when that part completes
     agents: dict[str, Agent] = {}

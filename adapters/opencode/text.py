@@ -16,6 +16,7 @@ from adapters.opencode.common import (
     _dict,
     _drop_part,
     _ensure_thread,
+    _is_closed,
     _open_turn,
     _require_sid,
     _set_part,
@@ -47,9 +48,11 @@ def _on_message_part_delta(state: State, props: dict[str, Any], out: Emitter) ->
     if not (isinstance(pid, str) and isinstance(delta, str)):
         raise MalformedRecord("opencode message.part.delta: needs string partID and delta")
     sid = _require_sid(props, "message.part.delta")
-    if pid in state.closed or field not in ("text", None):
+    if field not in ("text", None):
         return state  # only the text field streams; other fields arrive in part snapshots
-    part = state.parts.get(pid)
+    part = state.parts.get(pid)  # an open part is not closed: no key to compute
+    if part is None and _is_closed(state, pid):
+        return state  # a finished part's delta sent again
     if part is None:
         # no snapshot seen (stream joined mid-part): text or reasoning is not known yet,
         # so hold the text until the part's snapshot or message says what it is

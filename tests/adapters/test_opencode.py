@@ -21,7 +21,7 @@ from adapters import (
     translate_record,
 )
 from adapters.opencode import translator as opencode
-from adapters.opencode.common import _RING
+from adapters.opencode.common import _RING, _closed_key
 from adapters.opencode.messages import _IGNORED_PARTS, _PART_HANDLERS
 from tests.adapters.harness import (
     SHARED,
@@ -204,6 +204,37 @@ def test_state_is_left_empty_after_a_conversation():
     assert not state.parts and not state.requests
     assert len(state.closed) <= _RING
     assert len(msgspec.msgpack.encode(state)) < 4096
+
+
+def test_closed_ids_are_kept_as_keys_and_a_state_stored_before_still_swallows_resends():
+    """State.closed keeps 8-byte keys of the closed part and request ids (9 bytes each in
+    msgpack instead of 31-41: the ring of 64 is written with every record); a state
+    stored by the version before holds the ids themselves and still reads. Either way a
+    finished part sent again (under a new bus event id) adds nothing."""
+    path = next(p for p in CAPTURED if "tool_shell" in p.name)
+    session = new_session(get("opencode"))
+    for n, line in enumerate(read_capture(path), 1):
+        session, _events, _failed = translate_record(get("opencode"), session, "s1", [line],
+                                                     offset=n)
+    state = session.state
+    assert state.closed and all(isinstance(k, int) for k in state.closed)
+    resent = []
+    for n, line in enumerate(read_capture(path)):
+        msg = json.loads(line.data)
+        part = msg.get("properties", {}).get("part") or {}
+        pid = part.get("id") or msg.get("properties", {}).get("partID")
+        if msg.get("type") in ("message.part.updated", "message.part.delta") and pid:
+            resent.append((pid, ("agent", {**msg, "id": f"evt_resent_{n}"})))
+    closed = sorted({pid for pid, _ in resent if _closed_key(pid) in state.closed})
+    assert closed  # the parts of the conversation are closed
+    before = msgspec.structs.replace(state, closed=tuple(closed))
+    before = msgspec.msgpack.decode(msgspec.msgpack.encode(before), type=type(state))
+    for stored in (state, before):
+        s = msgspec.structs.replace(session, state=stored)
+        lines = capture_lines([m for pid, m in resent if pid in closed])
+        for n, line in enumerate(lines, 1000):
+            s, events, failed = translate_record(get("opencode"), s, "s1", [line], offset=n)
+            assert events == [] and failed == []
 
 
 # ---- the captured 1.18.33 conversations (v2 shape) ---------------------------------------
