@@ -193,16 +193,13 @@ def _add_batched_agent(app: faust.App, settings: Settings, name: str, source: fa
                 if not batch.acknowledged:
                     await _given_up()  # never returns: Faust cancels the agent
                 delivered = True
-                owed.schedule(sessions.lock, _forget)
+                owed.schedule(sessions.lock, partial(forget_unacknowledged, app, topic))
         except BaseException as e:
             if not delivered:
                 hold_unacknowledged(batches)
             if isinstance(e, asyncio.CancelledError):
                 await owed.settle(sessions.lock)
             raise
-
-    def _forget() -> None:
-        forget_unacknowledged(app, topic)
 
     async def _given_up() -> None:
         """Wait for the end: Faust cancels the agent once its shutdown is over. The

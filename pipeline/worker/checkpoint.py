@@ -104,7 +104,7 @@ async def store(sink: OutputProducer, table: Any, entries: list[Entry], agent: s
     if not records:
         return
     ends = await sink.publish(records, f"{agent}.changelog",
-                              exact_ends=sink.settings.producer_max_batch_size == 1)
+                              exact_ends=sink.exact_ends)
     note_persisted([table], ends)
 
 

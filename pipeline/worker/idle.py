@@ -55,7 +55,6 @@ def add_idle_expiry(app: Any, settings: Settings, name: str, tables: Tables,
     table = tables.sessions
     retention_ms = int(settings.sessions_retention * 1000)
     chunk = 500  # sessions: 1,500 to 3,000 records to deliver, made in about 10 ms
-    exact = sink.settings.producer_max_batch_size == 1
 
     async def scan() -> None:
         if app.should_stop:
@@ -136,7 +135,7 @@ def add_idle_expiry(app: Any, settings: Settings, name: str, tables: Tables,
                 records = [r for r in records if local(t).get(r[2]) == r[1]]
                 if records:
                     note_persisted([t], await sink.publish(records, f"{name}.idle",
-                                                       exact_ends=exact))
+                                                       exact_ends=sink.exact_ends))
 
         if not await until_stopped(app, deliver()):
             return False

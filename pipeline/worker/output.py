@@ -94,6 +94,13 @@ class OutputProducer:
         if producer is not None:
             await producer.stop()  # flushes what is still buffered
 
+    @property
+    def exact_ends(self) -> bool:
+        """Whether a changelog's last record of each delivery must go in a batch of its
+        own (`publish`): on the embedded broker, whose producers send one record per
+        batch for that reason (pipeline.worker.process.embedded_settings)."""
+        return self.settings.producer_max_batch_size == 1
+
     async def probe(self) -> None:
         """Ask the cluster for its metadata. Raises (a Kafka error) when no broker answers."""
         producer = await self.get()

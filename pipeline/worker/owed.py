@@ -75,8 +75,7 @@ class Owed:
             self.dropped = [r for r in self.dropped if r[2] not in again]
         records = [*self.ready, *records, *self.states]
         if records:
-            ends = await self.sink.publish(
-                records, self.name, exact_ends=self.sink.settings.producer_max_batch_size == 1)
+            ends = await self.sink.publish(records, self.name, exact_ends=self.sink.exact_ends)
             note_persisted([self.tables.items, self.tables.sessions], ends)
         self.release(self.held)
         self.ready, self.dropped, self.states, self.held = self.dropped, [], [], []
@@ -121,6 +120,6 @@ class Owed:
         try:
             async with lock:
                 await self.flush()
-        except (Abandoned, Exception):
+        except Exception:  # Abandoned among them
             log.warning("%s: stopping with %d state(s) not stored; their records are read "
                         "again after the restart", self.name, len(self.states))

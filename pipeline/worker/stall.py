@@ -93,7 +93,6 @@ def add_stall_watch(app: Any, settings: Settings, name: str, tables: Tables,
     metrics.session_states[step.provider] = waits.counts
     limit = limits(settings)
     chunk = 500  # sessions: their events and states, delivered in a few ms
-    exact = sink.settings.producer_max_batch_size == 1
     held: list[float] = []  # when the worker's own trouble began, while it lasts
 
     async def scan() -> None:
@@ -157,7 +156,7 @@ def add_stall_watch(app: Any, settings: Settings, name: str, tables: Tables,
             # store, then publish: see the module doc (a crash between loses the stall
             # event, never a real event of the session)
             await store(sink, table, states, f"{name}.stall")
-            await sink.publish(items, f"{name}.stall", exact_ends=exact)
+            await sink.publish(items, f"{name}.stall", exact_ends=sink.exact_ends)
             for key, on, since in said:
                 waits.put(key, on, since, True)
         if counted and fleet is not None:

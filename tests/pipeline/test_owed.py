@@ -36,7 +36,7 @@ class _Sink:
     """Delivers at once, or raises what `fail` holds."""
 
     def __init__(self) -> None:
-        self.settings = SimpleNamespace(producer_max_batch_size=None)
+        self.exact_ends = False
         self.deliveries: list[list[tuple]] = []
         self.fail: BaseException | None = None
 
