@@ -42,7 +42,7 @@ from pipeline.worker.faust_door import (
     hold_unacknowledged,
     local_size,
     release_acks,
-    set_fetch_wait,
+    tune_consumer,
 )
 from pipeline.worker.fleet import FleetStage, add_fleet
 from pipeline.worker.idle import add_idle_expiry
@@ -106,7 +106,7 @@ def create_app(settings: Settings) -> faust.App:
         broker_session_timeout=max(10.0, settings.rebalance_timeout),
         **extra,
     )
-    set_fetch_wait(app, settings.fetch_max_wait)
+    tune_consumer(app, settings.fetch_max_wait)
     for topic in (CANONICAL_TOPIC, CHAT_TOPIC, DEADLETTER_TOPIC):
         app.topic(topic, key_serializer="raw", value_serializer="raw",
                   partitions=settings.partitions)

@@ -37,7 +37,7 @@ the measurement or the issue that justifies it:
 5. Table recovery (`Recovery`, `TableManager`): two corrections, without which a
    restarted worker can lose raw records and a broker that lost its changelogs stops
    the worker for good (see `Recovery`).
-6. The consumer's fetch wait (`set_fetch_wait`): Faust's aiokafka driver asks the
+6. The consumer's fetch wait (`tune_consumer`): Faust's aiokafka driver asks the
    broker for records with a fixed fetch_max_wait_ms of 1500. A broker that answers a
    fetch only when that wait is over, even when records arrived meanwhile (the
    embedded Tansu: measured, a record produced 0.4 s after a fetch began was read
@@ -45,6 +45,19 @@ the measurement or the issue that justifies it:
    (`canonflow bench --latency`: p50 387 ms, p99 1.4 s at 100 messages/s). Kafka
    answers as soon as a record arrives, so there the wait only spaces the fetches of
    an idle worker.
+7. The consumer's assignment (`tune_consumer`, `AssignmentCache`): Faust's driver
+   converts the consumer's whole assignment to its own partition type every time it
+   is asked, and its offset commit asks once per offset: quadratic in the partitions,
+   38 ms of the consumer thread at every commit with this worker's 420 partitions.
+   It is converted once per assignment instead.
+8. Paused changelogs (`tune_consumer`, `set_fetching`): Faust pauses a partition only
+   in its own books. aiokafka goes on fetching it, and keeps what it fetched until
+   Faust asks for that partition (never, for an active table's changelog after its
+   recovery). So every fetch of the worker named every table changelog partition it
+   had not yet fetched records from (327-357 partitions in a fetch instead of 133,
+   measured in `canonflow bench --latency`), and the records the worker wrote itself
+   were fetched back and held. The changelog partitions are paused and resumed in
+   aiokafka too, as Faust pauses and resumes them.
 """
 
 from __future__ import annotations
@@ -392,19 +405,85 @@ class TableManager(FaustTableManager):
         return self._recovery
 
 
-def set_fetch_wait(app: Any, seconds: float) -> None:
-    """The longest a fetch of the worker's consumer waits for records (Faust: 1.5 s
-    fixed); set before the app starts its consumer."""
-    wait_ms = max(1, int(seconds * 1000))
+def tune_consumer(app: Any, fetch_wait: float) -> None:
+    """The app's consumer with the longest a fetch waits for records (6 above; Faust:
+    1.5 s fixed) and its assignment converted once per rebalance (7). Set before the
+    app starts its consumer."""
+    wait_ms = max(1, int(fetch_wait * 1000))
 
     class Thread(AIOKafkaConsumerThread):  # type: ignore[misc]
+        _assigned = AssignmentCache()
+
         def _create_worker_consumer(self, transport: Any) -> Any:
             consumer = super()._create_worker_consumer(transport)
             consumer._fetch_max_wait_ms = wait_ms  # read when it starts its fetcher
+            self._assigned = AssignmentCache()
             return consumer
+
+        def assignment(self) -> Set[TP]:  # type: ignore[override]
+            return self._assigned.of(self._ensure_consumer().assignment())
 
     class Consumer(FaustConsumer):  # type: ignore[misc]
         def _new_consumer_thread(self) -> Any:
             return Thread(self, loop=self.loop, beacon=self.beacon)
 
+        def pause_partitions(self, tps: Iterable[TP]) -> None:
+            tps = list(tps)
+            super().pause_partitions(tps)
+            self._fetch_changelogs(tps, fetch=False)
+
+        def resume_partitions(self, tps: Iterable[TP]) -> None:
+            tps = list(tps)
+            super().resume_partitions(tps)
+            self._fetch_changelogs(tps, fetch=True)
+
+        def _fetch_changelogs(self, tps: list[TP], *, fetch: bool) -> None:
+            """Faust pauses a partition only in its own books (its `getmany` leaves
+            the partition's records where they are); the changelog partitions are
+            paused and resumed in aiokafka's too, in the consumer's thread (8 above)."""
+            changelogs = [TopicPartition(tp.topic, tp.partition) for tp in tps
+                          if self._is_changelog_tp(tp)]
+            thread = self._thread
+            consumer = getattr(thread, "_consumer", None)
+            loop = getattr(thread, "thread_loop", None)
+            if changelogs and consumer is not None and loop is not None and \
+                    not loop.is_closed():
+                loop.call_soon_threadsafe(set_fetching, consumer, changelogs, fetch)
+
     app.transport.Consumer = Consumer
+
+
+def set_fetching(consumer: Any, tps: list[TopicPartition], fetch: bool) -> None:
+    """Resume (`fetch`) or pause the fetching of those of `tps` that aiokafka's
+    `consumer` has assigned (a rebalance may have taken them meanwhile); run in the
+    consumer's own thread, where aiokafka's pause makes the future its fetcher waits on."""
+    assigned = consumer.assignment()
+    mine = [tp for tp in tps if tp in assigned]
+    if mine:
+        (consumer.resume if fetch else consumer.pause)(*mine)
+
+
+class AssignmentCache:
+    """Faust's TPs of an aiokafka assignment, converted once per assignment.
+
+    Faust's driver converts the whole assignment at every `assignment()`, and its
+    offset commit asks it once per offset committed (`tp in self.assignment()`): a
+    commit's cost grows with the square of the partitions. A worker is assigned every
+    raw topic's and every table changelog's partitions (420 at the default 12
+    partitions and ten runtimes) and commits about a third of them: measured, 38 ms of
+    the consumer thread, holding the GIL, at every commit (every 2.8 s); 718 ms at 48
+    partitions (0.2 and 0.6 ms converted once). aiokafka keeps one frozenset per assignment, so its identity says
+    whether the conversion still holds; the answer is frozen, as it is shared."""
+
+    __slots__ = ("_last",)
+
+    def __init__(self) -> None:
+        self._last: tuple[Any, frozenset[TP]] = (None, frozenset())
+
+    def of(self, assigned: Set[Any]) -> frozenset[TP]:
+        source, converted = self._last  # one read: the two threads may both ask
+        if source is not assigned:
+            converted = frozenset(tp if isinstance(tp, TP) else TP(tp.topic, tp.partition)
+                                  for tp in assigned)
+            self._last = (assigned, converted)
+        return converted
