@@ -165,26 +165,86 @@ def summarize(phases: list[dict[str, Any]],
 
 
 def run_latency_bench(settings: Settings, *, rates: list[int], fixtures: Path | None,
-                      say: Callable[[str], None],
-                      worker_env: dict[str, str] | None = None) -> dict[str, Any]:
-    from pipeline.settings import to_env
-    from pipeline.tools.bench import _fresh_broker, default_fixtures
-    from pipeline.worker.process import WorkerProcess, ensure_topics
+                      say: Callable[[str], None], worker_env: dict[str, str] | None = None,
+                      ceiling: bool = True) -> dict[str, Any]:
+    """The rates offered to a canonflow worker and then (`ceiling`) to the Faust stamp
+    passthrough (pipeline.tools.bench_faust --stamp: one agent per raw topic, each record
+    to agents.canonical, nothing translated), each on a fresh embedded broker: the same
+    harness, broker and machine, so the second is the floor under the first."""
+    from pipeline.tools.bench import default_fixtures
+    from pipeline.worker.process import WorkerProcess
 
     fixtures = fixtures or default_fixtures()
-    broker, live = _fresh_broker(settings)
     log = tempfile.NamedTemporaryFile(prefix="canonflow-bench-latency-", suffix=".log",
                                       delete=False)
     log.close()
     timings = log.name[:-len(".log")] + ".batches.jsonl"
+
+    def worker(live: Settings) -> Any:
+        return WorkerProcess(live.replace(batch_timings=timings), log_path=log.name,
+                             env=worker_env).start()
+
+    phases, arrivals = _offer_rates(settings, rates, fixtures, say, worker, "worker")
+    rows = summarize(phases, arrivals)
+    steps = batch_steps(phases, read_timings(timings))
+    for r, s in zip(rows, steps, strict=True):
+        r["batches"] = s
+    if ceiling:
+        floor = _offer_rates(settings, rates, fixtures, say, _StampProcess, "Faust passthrough")
+        for r, f in zip(rows, summarize(*floor), strict=True):
+            r["faust"] = {k: f[k] for k in ("offered_per_s", "events", "p50_ms", "p99_ms",
+                                            "max_ms")}
+    over = next((r["rate"] for r in rows if r["p99_ms"] > 1000), None)
+    for r in rows:
+        say(f"latency at {r['rate']:,} msg/s: p50 {r['p50_ms']:.0f} ms, p99 "
+            f"{r['p99_ms']:.0f} ms, max {r['max_ms']:.0f} ms ({r['events']:,} events)"
+            + (f"; Faust passthrough p50 {r['faust']['p50_ms']:.0f} ms, p99 "
+               f"{r['faust']['p99_ms']:.0f} ms" if "faust" in r else ""))
+    return {"rates": rows, "p99_over_1s_at": over, "worker_log": log.name,
+            "batch_timings": timings}
+
+
+class _StampProcess:
+    """The Faust stamp passthrough as a child process (WorkerProcess's start/alive/stop)."""
+
+    def __init__(self, settings: Settings):
+        from pipeline.cluster.broker import die_with_parent
+        from pipeline.settings import to_env
+
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CANONFLOW_")}
+        env.update(to_env(settings))
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "pipeline.tools.bench_faust", "--stamp"], env=env,
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            preexec_fn=die_with_parent())  # a killed bench leaves none
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self) -> None:
+        from pipeline.cluster.broker import stop_process
+
+        stop_process(self.proc, 20)
+
+
+def _offer_rates(settings: Settings, rates: list[int], fixtures: Path,
+                 say: Callable[[str], None], start: Callable[[Settings], Any], label: str
+                 ) -> tuple[list[dict[str, Any]], list[tuple[float, float]]]:
+    """On a fresh embedded broker, `start(settings)` the app measured, warm it up, and
+    offer each rate in turn: (what each rate offered, every arrival)."""
+    from pipeline.settings import to_env
+    from pipeline.tools.bench import _fresh_broker
+    from pipeline.worker.process import ensure_topics
+
+    broker, live = _fresh_broker(settings)
     try:
-        live = live.replace(app_id=f"bench-latency-{os.getpid()}", web_enabled=False,
-                            data_dir=tempfile.mkdtemp(prefix="canonflow-bench-"),
-                            batch_timings=timings)
+        live = live.replace(app_id=f"bench-latency-{os.getpid()}-{label.split()[0].lower()}",
+                            web_enabled=False,
+                            data_dir=tempfile.mkdtemp(prefix="canonflow-bench-"))
         ensure_topics(live)
-        worker = WorkerProcess(live, log_path=log.name, env=worker_env).start()
+        app = start(live)
         try:
-            say("latency: waiting for the worker to join its group")
+            say(f"latency ({label}): warming up (every conversation once)")
             _warm_up(live, fixtures)
             env = {k: v for k, v in os.environ.items() if not k.startswith("CANONFLOW_")}
             env.update(to_env(live))
@@ -197,7 +257,7 @@ def run_latency_bench(settings: Settings, *, rates: list[int], fixtures: Path | 
                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
                 stdout, _ = await child.communicate()
                 phase: dict[str, Any] = msgspec.json.decode(stdout)
-                # until the worker has caught up: no event for a second (or _DRAIN)
+                # until the app has caught up: no event for a second (or _DRAIN)
                 deadline = time.monotonic() + _DRAIN
                 seen = -1
                 while len(arrivals) != seen and time.monotonic() < deadline:
@@ -212,7 +272,8 @@ def run_latency_bench(settings: Settings, *, rates: list[int], fixtures: Path | 
                 try:
                     phases = []
                     for rate in rates:
-                        say(f"latency: offering {rate:,} msg/s for {seconds_for(rate):.0f} s")
+                        say(f"latency ({label}): offering {rate:,} msg/s for "
+                            f"{seconds_for(rate):.0f} s")
                         phases.append(await offer(rate))
                     return phases
                 finally:
@@ -220,23 +281,14 @@ def run_latency_bench(settings: Settings, *, rates: list[int], fixtures: Path | 
                     await task
 
             phases = asyncio.run(observe_while_offering())
-            if not worker.alive():
-                raise RuntimeError(f"the worker stopped (log: {log.name})")
+            if not app.alive():
+                raise RuntimeError(f"the {label} stopped")
         finally:
-            worker.stop()
+            app.stop()
     finally:
         if broker:
             broker.stop()
-    rows = summarize(phases, arrivals)
-    steps = batch_steps(phases, read_timings(timings))
-    for r, s in zip(rows, steps, strict=True):
-        r["batches"] = s
-    over = next((r["rate"] for r in rows if r["p99_ms"] > 1000), None)
-    for r in rows:
-        say(f"latency at {r['rate']:,} msg/s: p50 {r['p50_ms']:.0f} ms, p99 "
-            f"{r['p99_ms']:.0f} ms, max {r['max_ms']:.0f} ms ({r['events']:,} events)")
-    return {"rates": rows, "p99_over_1s_at": over, "worker_log": log.name,
-            "batch_timings": timings}
+    return phases, arrivals
 
 
 #: A batch's steps, as the worker's checkpoint times them (CANONFLOW_BATCH_TIMINGS).
@@ -273,18 +325,46 @@ def batch_steps(phases: list[dict[str, Any]], batches: list[dict[str, Any]]
 
 
 def _warm_up(settings: Settings, fixtures: Path) -> None:
-    """Until the worker publishes: one conversation in, its events seen (so the rates
-    measure the running worker, not its start)."""
-    from pipeline.tools.bench import _observe, _produce_all, build_workload, interleaved
-    from topics.catalog import CANONICAL_TOPIC, raw_topic
+    """Every captured conversation once, as sessions of their own, until agents.canonical
+    has been quiet for a second: the rates measure the running app, not its first
+    record of each provider (a translator's first import, a producer's first metadata
+    for a partition; measured, they made the first seconds of the first rate the slowest
+    of the run)."""
+    from pipeline.tools.bench import _produce_all, build_workload, interleaved
+    from topics.catalog import raw_topic
 
-    sessions = build_workload(fixtures, 1)[:1]
-    sessions[0].session_id = "latency-warm-up"
+    sessions = build_workload(fixtures, 1)
+    for s in sessions:
+        s.session_id = "latency-warm-up-" + s.session_id
     asyncio.run(_produce_all(settings, interleaved(sessions, 1,
                                                    lambda s: raw_topic(s.provider))))
-    seen = asyncio.run(_observe(settings, [CANONICAL_TOPIC], 1, 120.0))
-    if not seen.records:
-        raise RuntimeError("the worker published nothing within 120 s")
+    if not asyncio.run(_until_quiet(settings, 120.0)):
+        raise RuntimeError("nothing reached agents.canonical within 120 s")
+
+
+async def _until_quiet(settings: Settings, timeout: float, quiet: float = 1.0) -> int:
+    """Read agents.canonical from its start until no event came for `quiet` seconds
+    (after the first), or `timeout`: the events read."""
+    from aiokafka import AIOKafkaConsumer
+
+    from pipeline.cluster.admin import kafka_client_kwargs
+    from topics.catalog import CANONICAL_TOPIC
+
+    consumer = AIOKafkaConsumer(CANONICAL_TOPIC, **kafka_client_kwargs(settings),
+                                group_id=None, auto_offset_reset="earliest",
+                                enable_auto_commit=False)
+    await consumer.start()
+    seen, last = 0, time.monotonic()
+    deadline = last + timeout
+    try:
+        while time.monotonic() < deadline and not (seen and time.monotonic() - last > quiet):
+            batch = await consumer.getmany(timeout_ms=200, max_records=100_000)
+            got = sum(len(recs) for recs in batch.values())
+            if got:
+                seen, last = seen + got, time.monotonic()
+    finally:
+        await consumer.stop()
+    return seen
 
 
 def format_latency_report(r: dict[str, Any]) -> list[str]:
@@ -295,6 +375,17 @@ def format_latency_report(r: dict[str, Any]) -> list[str]:
         lines.append(f"  {row['rate']:>13,}   ({row['offered_per_s']:>8,.0f})  "
                      f"{row['events']:>7,}   {row['p50_ms']:>9.0f} {row['p99_ms']:>9.0f} "
                      f"{row['max_ms']:>9.0f}")
+    if all("faust" in row for row in r["rates"]):
+        lines += ["  the same rates to a Faust passthrough that translates nothing (one agent "
+                  "per raw topic, each record to agents.canonical as it comes), same broker "
+                  "and machine: the floor",
+                  "  offered msg/s   (achieved)   events      p50 ms    p99 ms    max ms"
+                  "   worker p99 / floor p99"]
+        for row in r["rates"]:
+            f = row["faust"]
+            lines.append(f"  {row['rate']:>13,}   ({f['offered_per_s']:>8,.0f})  "
+                         f"{f['events']:>7,}   {f['p50_ms']:>9.0f} {f['p99_ms']:>9.0f} "
+                         f"{f['max_ms']:>9.0f}   {row['p99_ms'] / max(f['p99_ms'], 1e-9):>20.2f}x")
     if all("batches" in row for row in r["rates"]):
         lines += _steps_report(r["rates"])
     over = r["p99_over_1s_at"]

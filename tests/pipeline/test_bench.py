@@ -177,3 +177,41 @@ def test_a_rates_batches_are_those_acknowledged_until_the_next_rate():
         r["batches"] = s
     report = "\n".join(format_latency_report({"rates": rows, "p99_over_1s_at": None}))
     assert "where a batch's time went" in report and "97.0 (97%)" in report
+
+
+def test_the_latency_floor_is_a_faust_passthrough_with_the_workers_consumer():
+    """The floor under the worker's latency: one agent per raw topic, each record to
+    agents.canonical as the smallest event the bench reads, the same fetch wait."""
+    import asyncio
+
+    import msgspec
+
+    from pipeline.settings import Settings
+    from pipeline.tools.bench_faust import create_stamp_app, stamp
+    from pipeline.tools.bench_latency import _created_ms
+
+    settings = Settings(broker="kafka://127.0.0.1:9", web_enabled=False)
+
+    async def build() -> tuple[set[str], int]:
+        app = create_stamp_app(settings)
+        consumer = app.consumer._thread._create_worker_consumer(app.transport)
+        return set(app.agents), consumer._fetch_max_wait_ms
+
+    agents, wait_ms = asyncio.run(build())
+    assert agents == {f"stamp.{p}" for p in settings.providers} and wait_ms == 50
+    assert _created_ms(stamp([("origin", b"agent"), ("t", b"1796190908577")], 1.0)) == \
+        1796190908577.0
+    assert _created_ms(stamp({}, 1796190908.5)) == 1796190908500.0  # no `t`: its timestamp
+    assert msgspec.json.decode(stamp(None, 0.0)) == {"createdAt": "1970-01-01T00:00:00.000Z"}
+
+
+def test_the_latency_report_sets_the_worker_beside_the_floor():
+    from pipeline.tools.bench_latency import format_latency_report
+
+    rows = [{"rate": 1000, "sent": 8000, "offered_per_s": 1000.0, "events": 5982,
+             "p50_ms": 70.0, "p99_ms": 150.0, "max_ms": 180.0,
+             "faust": {"offered_per_s": 1000.0, "events": 8000, "p50_ms": 60.0,
+                       "p99_ms": 120.0, "max_ms": 200.0}}]
+    report = "\n".join(format_latency_report({"rates": rows, "p99_over_1s_at": None}))
+    assert "Faust passthrough that translates nothing" in report
+    assert "1.25x" in report  # 150 / 120
