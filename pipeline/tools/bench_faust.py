@@ -7,7 +7,7 @@ it comes, the way a first Faust normaliser would be written.
   has, each record to agents.canonical as the smallest event the latency bench reads
   (`{"createdAt": ...}` from the record's `t` header), in the record's partition: what a
   Faust app that translates nothing takes from a raw record to agents.canonical on the
-  same broker and machine (the latency ceiling, bench_latency.py).
+  same broker and machine (the latency floor, bench_latency.py).
 
 Run with CANONFLOW_* settings in the environment."""
 

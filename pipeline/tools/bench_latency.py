@@ -166,8 +166,8 @@ def summarize(phases: list[dict[str, Any]],
 
 def run_latency_bench(settings: Settings, *, rates: list[int], fixtures: Path | None,
                       say: Callable[[str], None], worker_env: dict[str, str] | None = None,
-                      ceiling: bool = True) -> dict[str, Any]:
-    """The rates offered to a canonflow worker and then (`ceiling`) to the Faust stamp
+                      floor: bool = True) -> dict[str, Any]:
+    """The rates offered to a canonflow worker and then (`floor`) to the Faust stamp
     passthrough (pipeline.tools.bench_faust --stamp: one agent per raw topic, each record
     to agents.canonical, nothing translated), each on a fresh embedded broker: the same
     harness, broker and machine, so the second is the floor under the first."""
@@ -189,9 +189,9 @@ def run_latency_bench(settings: Settings, *, rates: list[int], fixtures: Path | 
     steps = batch_steps(phases, read_timings(timings))
     for r, s in zip(rows, steps, strict=True):
         r["batches"] = s
-    if ceiling:
-        floor = _offer_rates(settings, rates, fixtures, say, _StampProcess, "Faust passthrough")
-        for r, f in zip(rows, summarize(*floor), strict=True):
+    if floor:
+        under = _offer_rates(settings, rates, fixtures, say, _StampProcess, "Faust passthrough")
+        for r, f in zip(rows, summarize(*under), strict=True):
             r["faust"] = {k: f[k] for k in ("offered_per_s", "events", "p50_ms", "p99_ms",
                                             "max_ms")}
     over = next((r["rate"] for r in rows if r["p99_ms"] > 1000), None)

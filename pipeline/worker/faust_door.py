@@ -48,7 +48,7 @@ the measurement or the issue that justifies it:
 7. The consumer's assignment (`tune_consumer`, `AssignmentCache`): Faust's driver
    converts the consumer's whole assignment to its own partition type every time it
    is asked, and its offset commit asks once per offset: quadratic in the partitions,
-   38 ms of the consumer thread at every commit with this worker's 420 partitions.
+   34-38 ms of the consumer thread at every commit with this worker's 420 partitions.
    It is converted once per assignment instead.
 8. Paused changelogs (`tune_consumer`, `set_fetching`): Faust pauses a partition only
    in its own books. aiokafka goes on fetching it, and keeps what it fetched until
@@ -407,8 +407,9 @@ class TableManager(FaustTableManager):
 
 def tune_consumer(app: Any, fetch_wait: float) -> None:
     """The app's consumer with the longest a fetch waits for records (6 above; Faust:
-    1.5 s fixed) and its assignment converted once per rebalance (7). Set before the
-    app starts its consumer."""
+    1.5 s fixed), its assignment converted once per assignment (7) and its changelog
+    partitions paused in aiokafka as Faust pauses them (8). Set before the app starts
+    its consumer."""
     wait_ms = max(1, int(fetch_wait * 1000))
 
     class Thread(AIOKafkaConsumerThread):  # type: ignore[misc]
@@ -470,8 +471,8 @@ class AssignmentCache:
     offset commit asks it once per offset committed (`tp in self.assignment()`): a
     commit's cost grows with the square of the partitions. A worker is assigned every
     raw topic's and every table changelog's partitions (420 at the default 12
-    partitions and ten runtimes) and commits about a third of them: measured, 38 ms of
-    the consumer thread, holding the GIL, at every commit (every 2.8 s); 718 ms at 48
+    partitions and ten runtimes) and commits about a third of them: measured, 34-38 ms
+    of the consumer thread, holding the GIL, at every commit (every 2.8 s); 718 ms at 48
     partitions (0.2 and 0.6 ms converted once). aiokafka keeps one frozenset per assignment, so its identity says
     whether the conversion still holds; the answer is frozen, as it is shared."""
 
