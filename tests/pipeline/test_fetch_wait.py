@@ -8,13 +8,24 @@ partitions)."""
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import time
+from pathlib import Path
 
+import pytest
 from aiokafka import TopicPartition
 from faust.types import TP
 
 from pipeline.settings import Settings
+from pipeline.tools.kafka_io import produce, records_from_file
 from pipeline.worker.app import create_app
 from pipeline.worker.faust_door import AssignmentCache
+from pipeline.worker.process import WorkerProcess
+from tests.pipeline.conftest import read_topic
+from topics.catalog import CANONICAL_TOPIC, raw_topic
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "captured"
 
 
 def _fetch_wait_ms(settings: Settings) -> int:
@@ -124,3 +135,44 @@ def test_changelog_partitions_are_paused_and_resumed_in_aiokafka_as_faust_does()
     assert [(what, [(tp.topic.rsplit("-", 1)[-1], tp.partition) for tp in tps])
             for what, tps in calls] == [("pause", [("changelog", 0), ("changelog", 1)]),
                                         ("resume", [("changelog", 1)])]
+
+
+@pytest.mark.broker
+def test_a_running_worker_fetches_its_raw_partitions_and_no_changelog(settings, tmp_path):
+    """On the real broker: once a worker has recovered its tables and translated a
+    conversation, its fetch requests name the raw topics' partitions and no table
+    changelog partition (before: every changelog partition it held no records of, and
+    it fetched back the states it had just written)."""
+    fetches = tmp_path / "fetches.jsonl"
+    env = {"PYTHONPATH": os.pathsep.join([str(Path(__file__).parent / "fetch_log")]
+                                         + [p for p in [os.environ.get("PYTHONPATH")] if p]),
+           "TEST_FETCH_LOG": str(fetches)}
+    worker = WorkerProcess(settings, log_path=str(tmp_path / "worker.log"), env=env).start()
+    try:
+        capture = FIXTURES / "codex" / "codex-app-server__tool_shell.capture.jsonl"
+        asyncio.run(produce(settings, "codex", "fetch-log-session",
+                            records_from_file(str(capture), "capture")))
+        assert read_topic(settings, CANONICAL_TOPIC, 5, worker=worker, timeout=90.0)
+        since = time.time()
+        deadline = time.monotonic() + 60.0  # a bound for a hung worker, not a timing
+        while len(_fetched(fetches, since)) < 5 and time.monotonic() < deadline \
+                and worker.alive():
+            time.sleep(0.2)
+    finally:
+        worker.stop()
+    later = _fetched(fetches, since)
+    assert len(later) >= 5, f"the worker sent {len(later)} fetches; see {worker.log_path}"
+    raw = {t for f in later for t in f if t.startswith("agents.raw.")}
+    changelogs = sorted({t for f in later for t in f if t.endswith("-changelog")})
+    assert raw == {raw_topic(p) for p in settings.providers}
+    assert not changelogs, f"fetched changelog partitions while running: {changelogs}"
+    assert all(n == settings.partitions for f in later for t, n in f.items()
+               if t.startswith("agents.raw."))
+
+
+def _fetched(path: Path, since: float) -> list[dict[str, int]]:
+    """The topics (and their partition counts) of each fetch request sent after `since`."""
+    if not path.exists():
+        return []
+    lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [f["topics"] for f in lines if f["t"] > since]
