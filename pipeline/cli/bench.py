@@ -37,8 +37,9 @@ from pipeline.cli.common import load_settings, partitions_option, run_broker_opt
                    "msgspec decode of the same file, and redaction's share of it.")
 @click.option("--latency", "latency_only", is_flag=True,
               help="Run only the latency section: native messages offered at fixed rates to "
-                   "a worker, one per record; produce -> agents.canonical p50, p99, max "
-                   "(about 90 s).")
+                   "a worker, one per record; produce -> agents.canonical p50, p99, max; "
+                   "then the same rates to a Faust passthrough that translates nothing, "
+                   "the floor (about 100 s).")
 @click.option("--latency-rates", default="100,1000,5000", show_default=True,
               help="With --latency: the rates offered, native messages per second.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
