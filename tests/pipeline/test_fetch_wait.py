@@ -1,9 +1,10 @@
 """The worker's consumer (pipeline.worker.faust_door.tune_consumer, issue 24): it waits
 at most CANONFLOW_FETCH_MAX_WAIT for a fetch (Faust's driver fixes 1.5 s, and a broker
 that waits a fetch out, the embedded Tansu, then held every record of a live session up
-to that long), and converts its assignment once per assignment (Faust's driver converts
-it whole at every ask, and asks once per offset it commits: quadratic in the
-partitions)."""
+to that long), converts its assignment once per assignment (Faust's driver converts it
+whole at every ask, and asks once per offset it commits: quadratic in the partitions),
+and pauses the table changelogs in aiokafka when Faust pauses them in its own books
+(else aiokafka goes on fetching them)."""
 
 from __future__ import annotations
 
