@@ -21,12 +21,17 @@ import faust
 from pipeline.settings import Settings, from_env
 
 
+def _plain_app(settings: Settings) -> faust.App:
+    """A Faust app with Faust's defaults, but for the broker, partitions and timeouts."""
+    return faust.App(settings.app_id, broker=settings.broker, autodiscover=False,
+                     web_enabled=False, consumer_auto_offset_reset="earliest",
+                     topic_partitions=settings.partitions,
+                     broker_rebalance_timeout=settings.rebalance_timeout,
+                     broker_session_timeout=max(10.0, settings.rebalance_timeout))
+
+
 def create_passthrough_app(settings: Settings, src: str, dst: str) -> faust.App:
-    app = faust.App(settings.app_id, broker=settings.broker, autodiscover=False,
-                    web_enabled=False, consumer_auto_offset_reset="earliest",
-                    topic_partitions=settings.partitions,
-                    broker_rebalance_timeout=settings.rebalance_timeout,
-                    broker_session_timeout=max(10.0, settings.rebalance_timeout))
+    app = _plain_app(settings)
     source = app.topic(src, key_serializer="raw", value_serializer="raw")
     sink = app.topic(dst, key_serializer="raw", value_serializer="raw")
 
@@ -42,11 +47,7 @@ def create_stamp_app(settings: Settings) -> faust.App:
     from pipeline.worker.faust_door import tune_consumer
     from topics.catalog import CANONICAL_TOPIC, raw_topic
 
-    app = faust.App(settings.app_id, broker=settings.broker, autodiscover=False,
-                    web_enabled=False, consumer_auto_offset_reset="earliest",
-                    topic_partitions=settings.partitions,
-                    broker_rebalance_timeout=settings.rebalance_timeout,
-                    broker_session_timeout=max(10.0, settings.rebalance_timeout))
+    app = _plain_app(settings)
     tune_consumer(app, settings.fetch_max_wait)  # as the worker fetches (Faust: 1.5 s)
     sink = app.topic(CANONICAL_TOPIC, key_serializer="raw", value_serializer="raw")
 
