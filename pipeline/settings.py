@@ -223,3 +223,11 @@ def to_env(settings: Settings) -> dict[str, str]:
             value = ",".join(value)
         env[f"CANONFLOW_{field.name.upper()}"] = str(value)
     return env
+
+
+def child_env(settings: Settings) -> dict[str, str]:
+    """The environment of a child process that runs with `settings`: this process's,
+    without its own CANONFLOW_* variables, and `to_env(settings)`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CANONFLOW_")}
+    env.update(to_env(settings))
+    return env

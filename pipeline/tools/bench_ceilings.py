@@ -168,10 +168,9 @@ asyncio.run(_aiokafka_passthrough(from_env(), sys.argv[1], sys.argv[2], int(sys.
 def _passthrough_process(kind: str, settings: Settings, src: str, dst: str,
                          n_records: int) -> Any:
     """The bare aiokafka loop (2) or the plain Faust agent (3), forwarding src to dst."""
-    from pipeline.settings import to_env
+    from pipeline.settings import child_env
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CANONFLOW_")}
-    env.update(to_env(settings.replace(app_id=f"bench-{kind}", web_enabled=False)))
+    env = child_env(settings.replace(app_id=f"bench-{kind}", web_enabled=False))
     argv = ([sys.executable, "-c", _AIOKAFKA_CHILD, src, dst, str(n_records)]
             if kind == "aiokafka" else [sys.executable, "-m", "pipeline.tools.bench_faust", src, dst])
     return subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL,

@@ -209,12 +209,11 @@ class _StampProcess:
 
     def __init__(self, settings: Settings):
         from pipeline.cluster.broker import die_with_parent
-        from pipeline.settings import to_env
+        from pipeline.settings import child_env
 
-        env = {k: v for k, v in os.environ.items() if not k.startswith("CANONFLOW_")}
-        env.update(to_env(settings))
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "pipeline.tools.bench_faust", "--stamp"], env=env,
+            [sys.executable, "-m", "pipeline.tools.bench_faust", "--stamp"],
+            env=child_env(settings),
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             preexec_fn=die_with_parent())  # a killed bench leaves none
 
@@ -232,7 +231,7 @@ def _offer_rates(settings: Settings, rates: list[int], fixtures: Path,
                  ) -> tuple[list[dict[str, Any]], list[tuple[float, float]]]:
     """On a fresh embedded broker, `start(settings)` the app measured, warm it up, and
     offer each rate in turn: (what each rate offered, every arrival)."""
-    from pipeline.settings import to_env
+    from pipeline.settings import child_env
     from pipeline.tools.bench import _fresh_broker
     from pipeline.worker.process import ensure_topics
 
@@ -246,8 +245,7 @@ def _offer_rates(settings: Settings, rates: list[int], fixtures: Path,
         try:
             say(f"latency ({label}): warming up (every conversation once)")
             _warm_up(live, fixtures)
-            env = {k: v for k, v in os.environ.items() if not k.startswith("CANONFLOW_")}
-            env.update(to_env(live))
+            env = child_env(live)
             arrivals: list[tuple[float, float]] = []
             done: list[bool] = []
 

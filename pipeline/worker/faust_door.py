@@ -413,12 +413,14 @@ def tune_consumer(app: Any, fetch_wait: float) -> None:
     wait_ms = max(1, int(fetch_wait * 1000))
 
     class Thread(AIOKafkaConsumerThread):  # type: ignore[misc]
+        # one per app (this class is): keyed by aiokafka's assignment, so it holds for
+        # whichever consumer the thread runs; a class attribute, so that asking before
+        # the consumer starts raises Faust's ConsumerNotStarted as before
         _assigned = AssignmentCache()
 
         def _create_worker_consumer(self, transport: Any) -> Any:
             consumer = super()._create_worker_consumer(transport)
             consumer._fetch_max_wait_ms = wait_ms  # read when it starts its fetcher
-            self._assigned = AssignmentCache()
             return consumer
 
         def assignment(self) -> Set[TP]:  # type: ignore[override]
@@ -444,11 +446,8 @@ def tune_consumer(app: Any, fetch_wait: float) -> None:
             paused and resumed in aiokafka's too, in the consumer's thread (8 above)."""
             changelogs = [TopicPartition(tp.topic, tp.partition) for tp in tps
                           if self._is_changelog_tp(tp)]
-            thread = self._thread
-            consumer = getattr(thread, "_consumer", None)
-            loop = getattr(thread, "thread_loop", None)
-            if changelogs and consumer is not None and loop is not None and \
-                    not loop.is_closed():
+            consumer, loop = self._thread._consumer, self._thread.thread_loop
+            if changelogs and consumer is not None and not loop.is_closed():
                 loop.call_soon_threadsafe(set_fetching, consumer, changelogs, fetch)
 
     app.transport.Consumer = Consumer
@@ -473,8 +472,9 @@ class AssignmentCache:
     raw topic's and every table changelog's partitions (420 at the default 12
     partitions and ten runtimes) and commits about a third of them: measured, 34-38 ms
     of the consumer thread, holding the GIL, at every commit (every 2.8 s); 718 ms at 48
-    partitions (0.2 and 0.6 ms converted once). aiokafka keeps one frozenset per assignment, so its identity says
-    whether the conversion still holds; the answer is frozen, as it is shared."""
+    partitions (0.2 and 0.6 ms converted once). aiokafka keeps one frozenset per
+    assignment, so its identity says whether the conversion still holds; the answer is
+    frozen, as it is shared."""
 
     __slots__ = ("_last",)
 

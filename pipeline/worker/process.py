@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from typing import IO
 
 from pipeline.cluster.broker import EmbeddedBroker, die_with_parent, stop_process
-from pipeline.settings import Settings, to_env
+from pipeline.settings import Settings, child_env
 
 #: Tansu's ListOffsets(latest) is exact only when every record is its own batch
 #: (DESIGN.md "Embedded default"), which table recovery depends on.
@@ -322,8 +322,7 @@ class WorkerProcess:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> WorkerProcess:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("CANONFLOW_")}
-        env.update(to_env(self.settings))
+        env = child_env(self.settings)
         env.update(self.env)
         out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
         self.proc = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "run"],
