@@ -19,13 +19,13 @@ from typing import Any
 import msgspec
 import pytest
 
-from pipeline.settings import Settings
+from pipeline.settings import Settings, child_env
 from pipeline.tools.importer import run_import
 from pipeline.tools.kafka_io import follow
 from pipeline.transcripts.checkpoint import Checkpoint
 from pipeline.transcripts.discovery import load_kinds
 from pipeline.transcripts.ship import Shipper
-from pipeline.worker.process import WorkerProcess, to_env
+from pipeline.worker.process import WorkerProcess
 from tests.transcripts.helpers import insert, pair_dir, rows, schema_of, writer
 from topics.catalog import CANONICAL_TOPIC, DEADLETTER_TOPIC, raw_topic
 from topics.records import decode_deadletter
@@ -39,8 +39,7 @@ class ShipperProcess:
     def __init__(self, settings: Settings, home: Path, checkpoint: Path, log: Path):
         self.args = [sys.executable, "-m", "pipeline.cli", "ship", "--interval", "0.1",
                      "--checkpoint", str(checkpoint), str(home)]
-        self.env = {**{k: v for k, v in os.environ.items() if not k.startswith("CANONFLOW_")},
-                    **to_env(settings)}
+        self.env = child_env(settings)
         self.log = log
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -255,8 +254,7 @@ def test_once_ships_what_exists_and_says_what_waits(settings: Settings, tmp_path
     append(f, b"".join(lines) + lines[0][:30])
     cmd = [sys.executable, "-m", "pipeline.cli", "ship", "--once", "--checkpoint",
            str(tmp_path / "cp.json"), str(home)]
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("CANONFLOW_")},
-           **to_env(settings)}
+    env = child_env(settings)
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
     assert r.returncode == 0, r.stderr
     assert f"{len(lines)} record(s) of 1 session(s)" in r.stderr
@@ -270,8 +268,7 @@ def test_a_second_shipper_on_the_same_checkpoint_is_one_error_line(
         settings: Settings, tmp_path: Path, held: bool):
     cp = tmp_path / "cp.json"
     with Checkpoint(str(cp)):
-        env = {**{k: v for k, v in os.environ.items() if not k.startswith("CANONFLOW_")},
-               **to_env(settings)}
+        env = child_env(settings)
         r = subprocess.run([sys.executable, "-m", "pipeline.cli", "ship", "--once",
                             "--checkpoint", str(cp), str(tmp_path)], capture_output=True,
                            text=True, env=env, cwd=ROOT, timeout=60)
