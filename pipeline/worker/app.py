@@ -42,6 +42,7 @@ from pipeline.worker.faust_door import (
     hold_unacknowledged,
     local_size,
     release_acks,
+    take_batches,
     tune_consumer,
 )
 from pipeline.worker.fleet import FleetStage, add_fleet
@@ -178,7 +179,7 @@ def _add_batched_agent(app: faust.App, settings: Settings, name: str, source: fa
     owed = sessions.owed
 
     async def run(stream: faust.StreamT) -> None:
-        batches = stream.take_events(settings.batch_max, settings.batch_within)
+        batches = take_batches(stream, settings.batch_max, settings.batch_within)
         delivered = True
         try:
             async for events in batches:
