@@ -39,7 +39,7 @@ from pipeline.cli.common import load_settings, partitions_option, run_broker_opt
               help="Run only the latency section: native messages offered at fixed rates to "
                    "a worker, one per record; produce -> agents.canonical p50, p99, max; "
                    "then the same rates to a Faust passthrough that translates nothing, "
-                   "the floor (about 100 s).")
+                   "the floor; and the cores each uses idle (about 110 s).")
 @click.option("--latency-rates", default="100,1000,5000", show_default=True,
               help="With --latency: the rates offered, native messages per second.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")

@@ -184,13 +184,15 @@ def run_latency_bench(settings: Settings, *, rates: list[int], fixtures: Path | 
         return WorkerProcess(live.replace(batch_timings=timings), log_path=log.name,
                              env=worker_env).start()
 
-    phases, arrivals = _offer_rates(settings, rates, fixtures, say, worker, "worker")
+    phases, arrivals, idle = _offer_rates(settings, rates, fixtures, say, worker, "worker")
+    idles = {"worker": idle}
     rows = summarize(phases, arrivals)
     steps = batch_steps(phases, read_timings(timings))
     for r, s in zip(rows, steps, strict=True):
         r["batches"] = s
     if floor:
-        under = _offer_rates(settings, rates, fixtures, say, _StampProcess, "Faust passthrough")
+        *under, idles["floor"] = _offer_rates(settings, rates, fixtures, say, _StampProcess,
+                                              "Faust passthrough")
         for r, f in zip(rows, summarize(*under), strict=True):
             r["faust"] = {k: f[k] for k in ("offered_per_s", "events", "p50_ms", "p99_ms",
                                             "max_ms")}
@@ -200,7 +202,7 @@ def run_latency_bench(settings: Settings, *, rates: list[int], fixtures: Path | 
             f"{r['p99_ms']:.0f} ms, max {r['max_ms']:.0f} ms ({r['events']:,} events)"
             + (f"; Faust passthrough p50 {r['faust']['p50_ms']:.0f} ms, p99 "
                f"{r['faust']['p99_ms']:.0f} ms" if "faust" in r else ""))
-    return {"rates": rows, "p99_over_1s_at": over, "worker_log": log.name,
+    return {"rates": rows, "p99_over_1s_at": over, "idle": idles, "worker_log": log.name,
             "batch_timings": timings}
 
 
@@ -228,9 +230,11 @@ class _StampProcess:
 
 def _offer_rates(settings: Settings, rates: list[int], fixtures: Path,
                  say: Callable[[str], None], start: Callable[[Settings], Any], label: str
-                 ) -> tuple[list[dict[str, Any]], list[tuple[float, float]]]:
-    """On a fresh embedded broker, `start(settings)` the app measured, warm it up, and
-    offer each rate in turn: (what each rate offered, every arrival)."""
+                 ) -> tuple[list[dict[str, Any]], list[tuple[float, float]],
+                            dict[str, float | None]]:
+    """On a fresh embedded broker, `start(settings)` the app measured, warm it up, watch
+    it idle, and offer each rate in turn: (what each rate offered, every arrival, the
+    cores the app and its broker used idle: idle_cores)."""
     from pipeline.settings import child_env
     from pipeline.tools.bench import _fresh_broker
     from pipeline.worker.process import ensure_topics
@@ -245,6 +249,9 @@ def _offer_rates(settings: Settings, rates: list[int], fixtures: Path,
         try:
             say(f"latency ({label}): warming up (every conversation once)")
             _warm_up(live, fixtures)
+            say(f"latency ({label}): idle for {IDLE_SECONDS:.0f} s")
+            idle = idle_cores({"app": app.proc.pid, "broker": broker.pid if broker else None},
+                              IDLE_SECONDS)
             env = child_env(live)
             arrivals: list[tuple[float, float]] = []
             done: list[bool] = []
@@ -286,7 +293,32 @@ def _offer_rates(settings: Settings, rates: list[int], fixtures: Path,
     finally:
         if broker:
             broker.stop()
-    return phases, arrivals
+    return phases, arrivals, idle
+
+
+#: How long the bench watches each app do nothing (after its warm-up) for its idle cost.
+IDLE_SECONDS = 5.0
+
+
+def idle_cores(pids: dict[str, int | None], seconds: float) -> dict[str, float | None]:
+    """The cores each process used over `seconds` (its CPU seconds, user and system,
+    every thread, over `seconds`); None for a process /proc cannot say (none, gone, no
+    /proc)."""
+    from pipeline.ops.prometheus import process_stats
+
+    def cpu(pid: int | None) -> float | None:
+        try:
+            return process_stats(str(pid))["cpu"] if pid else None
+        except OSError:
+            return None
+
+    before = {name: cpu(pid) for name, pid in pids.items()}
+    time.sleep(seconds)
+    cores: dict[str, float | None] = {}
+    for name, pid in pids.items():
+        start, end = before[name], cpu(pid)
+        cores[name] = None if start is None or end is None else (end - start) / seconds
+    return cores
 
 
 #: A batch's steps, as the worker's checkpoint times them (CANONFLOW_BATCH_TIMINGS).
@@ -386,11 +418,29 @@ def format_latency_report(r: dict[str, Any]) -> list[str]:
                          f"{f['max_ms']:>9.0f}   {row['p99_ms'] / max(f['p99_ms'], 1e-9):>20.2f}x")
     if all("batches" in row for row in r["rates"]):
         lines += _steps_report(r["rates"])
+    if "idle" in r:
+        lines.append(_idle_report(r["idle"]))
     over = r["p99_over_1s_at"]
     top = max(row["rate"] for row in r["rates"])
     lines.append(f"  p99 passes 1 s at {over:,} msg/s" if over is not None
                  else f"  p99 stays under 1 s up to {top:,} msg/s (the highest rate tried)")
     return lines
+
+
+def _idle_report(idle: dict[str, dict[str, float | None]]) -> str:
+    def cores(x: float | None) -> str:
+        return "?" if x is None else f"{x:.3f}"
+
+    w = idle["worker"]
+    line = (f"  idle, after the warm-up ({IDLE_SECONDS:.0f} s): the worker {cores(w['app'])} "
+            f"core, its broker {cores(w['broker'])}")
+    f = idle.get("floor")
+    if f is not None:
+        line += (f"; the Faust passthrough {cores(f['app'])}, its broker "
+                 f"{cores(f['broker'])}")
+        if w["app"] is not None and f["app"]:
+            line += f" (worker / passthrough {w['app'] / f['app']:.2f}x)"
+    return line
 
 
 def _steps_report(rows: list[dict[str, Any]]) -> list[str]:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -215,3 +216,41 @@ def test_the_latency_report_sets_the_worker_beside_the_floor():
     report = "\n".join(format_latency_report({"rates": rows, "p99_over_1s_at": None}))
     assert "Faust passthrough that translates nothing" in report
     assert "1.25x" in report  # 150 / 120
+
+
+def test_idle_cores_are_each_process_cpu_seconds_over_the_seconds_watched():
+    import subprocess
+    import sys
+
+    from pipeline.tools.bench_latency import idle_cores
+
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    calm = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        time.sleep(0.3)  # both started
+        cores = idle_cores({"busy": busy.pid, "calm": calm.pid, "none": None}, 1.0)
+    finally:
+        for p in (busy, calm):
+            p.kill()
+            p.wait()
+    gone = idle_cores({"gone": busy.pid}, 0.01)
+    assert cores["busy"] is not None and cores["busy"] > 0.2  # a core, less what others take
+    assert cores["calm"] is not None and cores["calm"] < 0.05
+    assert cores["none"] is None
+    assert gone == {"gone": None}
+
+
+def test_the_latency_report_gives_the_idle_cost_beside_the_floors():
+    from pipeline.tools.bench_latency import format_latency_report
+
+    rows = [{"rate": 100, "sent": 1000, "offered_per_s": 100.0, "events": 748,
+             "p50_ms": 30.0, "p99_ms": 60.0, "max_ms": 90.0}]
+    idle = {"worker": {"app": 0.0123, "broker": 0.2}, "floor": {"app": 0.006, "broker": None}}
+    report = "\n".join(format_latency_report({"rates": rows, "p99_over_1s_at": None,
+                                              "idle": idle}))
+    assert "idle, after the warm-up (5 s): the worker 0.012 core, its broker 0.200" in report
+    assert "the Faust passthrough 0.006, its broker ?" in report
+    assert "(worker / passthrough 2.05x)" in report
+    alone = "\n".join(format_latency_report({"rates": rows, "p99_over_1s_at": None,
+                                             "idle": {"worker": idle["worker"]}}))
+    assert "passthrough" not in alone.split("idle,")[1]
