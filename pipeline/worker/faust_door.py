@@ -571,18 +571,17 @@ async def _take_batches(stream: Any, max_: int, within: float) -> AsyncIterator[
                     if left > 0:
                         await stream.wait_for_stopped(full, timeout=left)
             if events:
-                handing = loop.create_future()
+                # no record joins while the agent holds the batch (`add` waits on handing)
+                batch, handing = list(events), loop.create_future()
                 try:
-                    yield list(events)
+                    yield batch
                 finally:
-                    done = list(events)
                     events.clear()
                     begun.clear()
                     full.clear()
-                    for event in done:
+                    for event in batch:
                         await stream.ack(event)
-                    if not handing.done():
-                        handing.set_result(None)
+                    handing.set_result(None)
                     taken.set()
     finally:
         stream.enable_acks = acks
