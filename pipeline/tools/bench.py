@@ -50,6 +50,7 @@ from pipeline.tools.bench_kafka import (
     observe,
     produce_all,
     rss_mb,
+    scratch_dir,
     verify,
 )
 from pipeline.tools.bench_workload import (
@@ -91,9 +92,10 @@ def run_canonflow(settings: Settings, sessions: list[Session], batch: int,
     broker, live = fresh_broker(settings)
     log = tempfile.NamedTemporaryFile(prefix="canonflow-bench-", suffix=".log", delete=False)
     log.close()
+    scratch = scratch_dir("canonflow-bench-")
     try:
         live = live.replace(app_id=f"bench-{os.getpid()}-{batch}", web_enabled=False,
-                            data_dir=tempfile.mkdtemp(prefix="canonflow-bench-"))
+                            data_dir=f"{scratch.name}/data")
         ensure_topics(live)
         items = interleaved(sessions, batch, lambda s: raw_topic(s.provider))
         asyncio.run(produce_all(live, items))
@@ -116,6 +118,7 @@ def run_canonflow(settings: Settings, sessions: list[Session], batch: int,
     finally:
         if broker:
             broker.stop()
+        scratch.cleanup()
 
 
 # ---------------------------------------------------------------------------
@@ -151,10 +154,10 @@ def measure_recovery(settings: Settings, sessions: int, timeout: float) -> dict[
     results: dict[str, float] = {}
     for label, count in (("empty", 0), ("full", sessions)):
         broker, live = fresh_broker(settings)
+        scratch = scratch_dir("canonflow-bench-recovery-")
         try:
             live = live.replace(app_id=f"bench-recovery-{label}", providers=("codex-exec",),
-                                chat_enabled=False, web_enabled=False,
-                                data_dir=tempfile.mkdtemp(prefix="canonflow-bench-"))
+                                chat_enabled=False, web_enabled=False, data_dir=scratch.name)
             ensure_topics(live)
             changelog = f"{live.app_id}-sessions.codex-exec-changelog"
             create_topics(live, [changelog], {"cleanup.policy": "compact"})
@@ -168,6 +171,7 @@ def measure_recovery(settings: Settings, sessions: int, timeout: float) -> dict[
         finally:
             if broker:
                 broker.stop()
+            scratch.cleanup()
     return {"sessions": float(sessions), "ready_empty_s": results["empty"],
             "ready_full_s": results["full"],
             "recovery_s_per_100k": (results["full"] - results["empty"]) * 100_000 / sessions}

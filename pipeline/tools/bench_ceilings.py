@@ -24,6 +24,7 @@ from pipeline.tools.bench_kafka import (
     fresh_broker,
     observe,
     produce_all,
+    scratch_dir,
     stop,
 )
 from pipeline.tools.bench_workload import ROOT, Session, interleaved, n_messages
@@ -133,7 +134,9 @@ def run_passthrough(kind: str, settings: Settings, sessions: list[Session], batc
                     timeout: float) -> float:
     """Native messages/s forwarded by a bare aiokafka loop or a plain Faust agent."""
     broker, live = fresh_broker(settings)
+    scratch = scratch_dir(f"canonflow-bench-{kind}-")
     try:
+        live = live.replace(data_dir=scratch.name)
         src, dst = f"bench.in.{kind}", f"bench.out.{kind}"
         create_topics(live, [src, dst])
         items = interleaved(sessions, batch, lambda s: src)
@@ -155,6 +158,7 @@ def run_passthrough(kind: str, settings: Settings, sessions: list[Session], batc
     finally:
         if broker:
             broker.stop()
+        scratch.cleanup()
 
 
 _AIOKAFKA_CHILD = """

@@ -5,6 +5,7 @@ checks of what arrived, a worker's memory and its changelogs' bytes."""
 from __future__ import annotations
 
 import asyncio
+import tempfile
 import time
 from collections.abc import Callable
 from typing import Any
@@ -85,6 +86,12 @@ def fresh_broker(settings: Settings) -> tuple[EmbeddedBroker | None, Settings]:
         return None, settings
     broker = EmbeddedBroker().start()
     return broker, embedded_settings(settings, broker.url)
+
+
+def scratch_dir(prefix: str) -> tempfile.TemporaryDirectory[str]:
+    """A directory for one run's table stores, removed with everything in it when the run
+    ends (`with scratch_dir(...) as path`), so repeated benches leave nothing behind."""
+    return tempfile.TemporaryDirectory(prefix=prefix, ignore_cleanup_errors=True)
 
 
 def create_topics(settings: Settings, names: list[str], config: dict[str, str] | None = None) -> None:

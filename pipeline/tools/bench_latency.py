@@ -237,13 +237,14 @@ def _offer_rates(settings: Settings, rates: list[int], fixtures: Path,
     cores the app and its broker used idle: idle_cores)."""
     from pipeline.settings import child_env
     from pipeline.tools.bench import _fresh_broker
+    from pipeline.tools.bench_kafka import scratch_dir
     from pipeline.worker.process import ensure_topics
 
     broker, live = _fresh_broker(settings)
+    scratch = scratch_dir("canonflow-bench-latency-")
     try:
         live = live.replace(app_id=f"bench-latency-{os.getpid()}-{label.split()[0].lower()}",
-                            web_enabled=False,
-                            data_dir=tempfile.mkdtemp(prefix="canonflow-bench-"))
+                            web_enabled=False, data_dir=scratch.name)
         ensure_topics(live)
         app = start(live)
         try:
@@ -293,6 +294,7 @@ def _offer_rates(settings: Settings, rates: list[int], fixtures: Path,
     finally:
         if broker:
             broker.stop()
+        scratch.cleanup()
     return phases, arrivals, idle
 
 

@@ -36,7 +36,7 @@ import msgspec
 from adapters import Line
 from pipeline.privacy.redact import Redactor
 from pipeline.settings import Settings
-from pipeline.tools.bench_kafka import BenchError, changelogs, fresh_broker, rss_mb
+from pipeline.tools.bench_kafka import BenchError, changelogs, fresh_broker, rss_mb, scratch_dir
 from pipeline.tools.bench_long_sessions import (
     CHUNK,
     WHOLE_MAX,
@@ -242,10 +242,11 @@ def run_long_session(settings: Settings, session: LongSession, expected: Replaye
     log = tempfile.NamedTemporaryFile(prefix="canonflow-bench-long-", suffix=".log",
                                       delete=False)
     log.close()
+    scratch = scratch_dir("canonflow-bench-long-")
     try:
         live = live.replace(app_id=f"bench-long-{os.getpid()}-{session.session_id}",
                             web_enabled=False, batch_max=1, providers=(session.provider,),
-                            data_dir=tempfile.mkdtemp(prefix="canonflow-bench-long-"))
+                            data_dir=scratch.name)
         ensure_topics(live)
         warm_lines = captured_lines(fixtures, session.provider)
         warm_sid = f"{_WARMUP}-{session.session_id}"
@@ -273,6 +274,7 @@ def run_long_session(settings: Settings, session: LongSession, expected: Replaye
     finally:
         if broker:
             broker.stop()
+        scratch.cleanup()
     return _row(session, drive, changelog, stats, rss)
 
 

@@ -106,12 +106,23 @@ def test_the_interpreted_adapter_core_is_measured_from_a_copy_without_extensions
 
 
 @pytest.mark.broker
-def test_both_ceilings_forward_every_record_through_the_broker(settings):
+def test_both_ceilings_forward_every_record_through_the_broker(settings, tmp_path,
+                                                              monkeypatch):
     # (2) and (3) each in a process of their own, observed from this one; a record
     # missing at the end is a BenchError, not a rate
+    import tempfile
+
+    scratch, cwd = tmp_path / "tmp", tmp_path / "cwd"
+    scratch.mkdir()
+    cwd.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    monkeypatch.chdir(cwd)
     sessions = build_workload(CAPTURED, 100)[:4]
     for kind in ("aiokafka", "faust"):
         assert run_passthrough(kind, settings, sessions, 1, timeout=120) > 0
+    # the Faust app's table store went into the run's scratch directory, and that is gone
+    # (repeated benches once left an `<app id>-data` directory behind each)
+    assert list(cwd.iterdir()) == [] and list(scratch.iterdir()) == []
 
 
 # -- issue 24: the offline replay section and the latency section ------------------------
