@@ -159,6 +159,44 @@ def test_a_command_reads_as_the_model_wrote_it():
     assert command_text("bash -lc 'unbalanced") == "bash -lc 'unbalanced"
     assert command_text("ls -c x") == "ls -c x"
     assert command_text(42) is None
+    assert command_text("bash -lc 'ls -la'") == "ls -la"  # read without shlex
+    assert command_text('/bin/sh -c "cd /w && make"') == "cd /w && make"
+    assert command_text("zsh -c ''") == ""
+
+
+def _shlex_command(command: str) -> str:
+    """What command_text gave for a string before its plain words were read without
+    shlex: shlex.split read every wrapped command."""
+    import shlex
+
+    from adapters.core.tools import _wrapped
+
+    if not _wrapped(command):
+        return command
+    try:
+        argv = shlex.split(command)
+    except ValueError:
+        return command
+    if len(argv) == 3 and argv[1] in ("-c", "-lc") and argv[0].rsplit("/", 1)[-1] in {
+            "sh", "bash", "zsh", "dash"}:
+        return argv[2]
+    return command
+
+
+# few characters, most of them special, so that escapes and quotes meet often
+_SHELL_CHARS = st.sampled_from(["a", "$", "é", " ", "\t", "\x0b", "'", '"', "\\", "\\"])
+
+
+@settings(max_examples=1000, deadline=None)
+@given(shell=st.sampled_from(["bash", "/bin/bash", "sh", "/usr/bin/zsh", "dash", "b'ash",
+                              "/bi\\n/sh", "fish"]),
+       flag=st.sampled_from(["-c", "-lc", "-x"]),
+       quote=st.sampled_from(["", "'", '"']),
+       body=st.lists(_SHELL_CHARS, max_size=12).map("".join),
+       tail=st.sampled_from(["", "", "", " ", "'", '"', " x"]))
+def test_a_wrapped_command_reads_as_shlex_reads_it(shell, flag, quote, body, tail):
+    command = f"{shell} {flag} {quote}{body}{quote}{tail}"
+    assert command_text(command) == _shlex_command(command)
 
 
 def test_tool_inputs_under_any_runtimes_names_give_the_same_fields():
