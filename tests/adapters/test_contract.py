@@ -144,6 +144,35 @@ def test_the_payload_check_rejects_exactly_what_the_payload_type_rejects(cls: ty
     assert checked == valid, (cls.__name__, values)
 
 
+# content.delta's payloads pass a field-by-field check first (record._plain_delta): it
+# may only pass what the round trip passes (what it declines, the round trip decides).
+_DELTA_VALUES = st.one_of(
+    st.sampled_from(["assistant_text", "command_output", "nope", "", None]),
+    st.text(max_size=6), st.text(alphabet=st.characters(min_codepoint=0xD800,
+                                                        max_codepoint=0xDFFF), max_size=2),
+    st.integers(min_value=-2, max_value=3), st.integers(min_value=2**62, max_value=2**66),
+    st.booleans(), st.floats(allow_nan=False), st.just(msgspec.UNSET), st.lists(st.integers(),
+                                                                               max_size=2))
+
+
+@settings(max_examples=2000, deadline=None)
+@given(kind=_DELTA_VALUES, delta=_DELTA_VALUES, content=_DELTA_VALUES, summary=_DELTA_VALUES)
+def test_a_delta_the_quick_check_passes_the_round_trip_passes(kind, delta, content, summary):
+    from adapters.core.record import _check_payload, _plain_delta
+    from topics.canonical import ContentDeltaPayload
+
+    payload = ContentDeltaPayload(streamKind=kind, delta=delta, contentIndex=content,
+                                  summaryIndex=summary)
+    if _plain_delta(payload):
+        _check_payload(payload)  # raises if the round trip refuses it
+    plain = ContentDeltaPayload(streamKind="assistant_text", delta="Hello, world.\n",
+                                contentIndex=0)
+    assert _plain_delta(plain)  # the common case takes the quick check
+    for declined in (ContentDeltaPayload(streamKind="assistant_text", delta="h\u00e9"),
+                     ContentDeltaPayload(streamKind="assistant_text", delta="a", contentIndex=True)):
+        assert not _plain_delta(declined)  # not ASCII, a bool: the round trip decides
+
+
 @pytest.mark.parametrize("provider", providers())
 def test_one_poison_line_costs_exactly_that_line(provider: str):
     """A line nested deeper than any decoder goes, or with a capture time no date can
