@@ -26,7 +26,13 @@ def run(broker: str | None, partitions: int | None, include_raw: bool | None,
     embedded broker.
     """
     from pipeline.cluster.broker import BrokerError, port_in_use
-    from pipeline.worker.process import Stopped, broker_for, ensure_topics_waiting, run_worker
+    from pipeline.worker.process import (
+        SignalHold,
+        Stopped,
+        broker_for,
+        ensure_topics_waiting,
+        run_worker,
+    )
 
     settings = load_settings(broker=broker, partitions=partitions, include_raw=include_raw,
                          web_port=web_port, web_enabled=False if no_web else None)
@@ -34,10 +40,12 @@ def run(broker: str | None, partitions: int | None, include_raw: bool | None,
         raise click.ClickException(f"cannot listen on {settings.web_host}:{settings.web_port}"
                                    " (the worker's web server): the port is in use; "
                                    "--web-port N, or --no-web")
+    hold = SignalHold()  # Ctrl-C between the wait for the broker and the worker's start
     try:
         with broker_for(settings) as live:
             try:  # a worker of a fleet may start before its broker: it waits for it
-                live, created = ensure_topics_waiting(live, say=lambda s: click.echo(s, err=True))
+                live, created = ensure_topics_waiting(live, say=lambda s: click.echo(s, err=True),
+                                                      hold=hold)
             except Stopped as e:
                 click.echo(f"canonflow: stopped ({e}) before the broker answered", err=True)
                 sys.exit(e.code)
@@ -45,7 +53,7 @@ def run(broker: str | None, partitions: int | None, include_raw: bool | None,
                 else "Kafka"
             click.echo(f"canonflow: broker {live.broker} ({kind}); topics created: "
                        f"{len(created)}; providers: {', '.join(live.providers)}", err=True)
-            status = run_worker(live)
+            status = run_worker(live, hold=hold)
     except BrokerError as e:
         raise click.ClickException(str(e)) from None
     sys.exit(status)

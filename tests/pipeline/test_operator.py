@@ -336,6 +336,35 @@ def test_ctrl_c_exits_130_promptly_at_every_stage_and_the_worker_says_ready_once
         assert f"{READY}: http://127.0.0.1:{web}/health" in text
 
 
+_HELD_CTRL_C = """
+import os, signal, sys
+from pipeline.settings import from_env
+from pipeline.worker.process import SignalHold, ensure_topics_waiting, run_worker
+hold = SignalHold()
+live, _ = ensure_topics_waiting(from_env(), hold=hold)
+os.kill(os.getpid(), signal.SIGINT)  # between the two owners: held, not raised
+print("held:", hold.signals, flush=True)
+sys.exit(run_worker(live, hold=hold))
+"""
+
+
+def test_a_ctrl_c_between_the_broker_wait_and_the_worker_is_held_then_stops_it(tmp_path):
+    """Between the wait for the broker and the worker's own handlers, Python's Ctrl-C
+    raised KeyboardInterrupt wherever the main thread was; raised in a finalizer it was
+    printed and lost, and the worker went on to ready and ran (the starting stage above,
+    under load: 2 runs in 15). Now it is held (SignalHold) and acted on once the
+    worker's handlers are in place: exit 130, as at any other stage."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CANONFLOW_")}
+    with EmbeddedBroker(log_path=str(tmp_path / "tansu.log")) as b:
+        env.update(CANONFLOW_BROKER=b.url, CANONFLOW_PARTITIONS="2", CANONFLOW_WEB_ENABLED="false",
+                   CANONFLOW_DATA_DIR=str(tmp_path / "data"))
+        done = subprocess.run([sys.executable, "-c", _HELD_CTRL_C], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=120)
+    assert f"held: [{int(signal.SIGINT)}]" in done.stdout, (done.stdout, done.stderr)
+    assert done.returncode == 130, (done.stdout, done.stderr)
+    assert "KeyboardInterrupt" not in done.stderr and "Traceback" not in done.stderr
+
+
 @pytest.mark.serial
 def test_a_broker_outage_is_a_few_lines_a_minute_and_ctrl_c_still_stops(tmp_path):
     """During a 40 s outage the worker wrote 2,779 lines; then Ctrl-C took 64 s."""
