@@ -581,6 +581,8 @@ class Emitter:
 
     def _flush(self) -> None:
         """Hand the record's chunks to the spool."""
+        if not self._fresh and not self._writes:
+            return  # most records (no stream written): not even the spool's put looked up
         for key, parts in self._fresh.items():
             st = self.streams[key]
             sealed, pend = self._seal("".join(parts))
