@@ -24,7 +24,8 @@ from pipeline.settings import Settings, from_env
 def _plain_app(settings: Settings) -> faust.App:
     """A Faust app with Faust's defaults, but for the broker, partitions and timeouts."""
     return faust.App(settings.app_id, broker=settings.broker, autodiscover=False,
-                     web_enabled=False, datadir=settings.data_dir, consumer_auto_offset_reset="earliest",
+                     web_enabled=False, datadir=settings.data_dir,
+                     consumer_auto_offset_reset="earliest",
                      topic_partitions=settings.partitions,
                      broker_rebalance_timeout=settings.rebalance_timeout,
                      broker_session_timeout=max(10.0, settings.rebalance_timeout))

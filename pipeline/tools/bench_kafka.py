@@ -89,8 +89,8 @@ def fresh_broker(settings: Settings) -> tuple[EmbeddedBroker | None, Settings]:
 
 
 def scratch_dir(prefix: str) -> tempfile.TemporaryDirectory[str]:
-    """A directory for one run's table stores, removed with everything in it when the run
-    ends (`with scratch_dir(...) as path`), so repeated benches leave nothing behind."""
+    """A directory for one run's table stores (its `.name`), removed with everything in
+    it by `.cleanup()` where the run ends, so repeated benches leave nothing behind."""
     return tempfile.TemporaryDirectory(prefix=prefix, ignore_cleanup_errors=True)
 
 

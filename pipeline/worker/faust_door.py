@@ -548,9 +548,7 @@ async def _take_batches(stream: Any, max_: int, within: float) -> AsyncIterator[
                 full.set()
                 taken.clear()
                 await stream.wait(taken)  # never more than max_ in a batch
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
+        except Exception as exc:  # (not CancelledError: a BaseException, it goes through)
             log.exception("a record could not join its batch: %r", exc)
             await stream.crash(exc)
         return value

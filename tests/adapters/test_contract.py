@@ -158,13 +158,13 @@ _DELTA_VALUES = st.one_of(
 @settings(max_examples=2000, deadline=None)
 @given(kind=_DELTA_VALUES, delta=_DELTA_VALUES, content=_DELTA_VALUES, summary=_DELTA_VALUES)
 def test_a_delta_the_quick_check_passes_the_round_trip_passes(kind, delta, content, summary):
-    from adapters.core.record import _check_payload, _plain_delta
+    from adapters.core.record import _plain_delta, _round_trip
     from topics.canonical import ContentDeltaPayload
 
     payload = ContentDeltaPayload(streamKind=kind, delta=delta, contentIndex=content,
                                   summaryIndex=summary)
     if _plain_delta(payload):
-        _check_payload(payload)  # raises if the round trip refuses it
+        _round_trip(payload)  # raises if the round trip refuses it
     plain = ContentDeltaPayload(streamKind="assistant_text", delta="Hello, world.\n",
                                 contentIndex=0)
     assert _plain_delta(plain)  # the common case takes the quick check
