@@ -33,12 +33,12 @@ from __future__ import annotations
 
 import traceback
 from collections.abc import Callable, Iterable
-from types import UnionType
-from typing import Any, Final, Protocol, TypeVar, Union, get_args, get_origin
+from typing import Any, Final, Protocol, TypeVar
 
 import msgspec
 from msgspec import Struct
 
+from adapters.core.check import check_payload
 from adapters.core.contract import (
     AdapterError,
     InternalError,
@@ -62,7 +62,6 @@ from adapters.core.ids import _EMPTY_DIGEST, DEDUPE_KEPT, MessageId, _extend
 from adapters.core.pricing import computed_cost
 from adapters.core.spool import Spool
 from topics.canonical import (
-    ContentDeltaPayload,
     ItemCompleted,
     ItemPayload,
     ItemStarted,
@@ -71,7 +70,6 @@ from topics.canonical import (
     RuntimeWarningPayload,
     SessionExited,
     SessionExitedPayload,
-    StreamKind,
     ThreadStarted,
     TurnCompleted,
     TurnCompletedPayload,
@@ -103,7 +101,6 @@ class Translator(Protocol[S]):
 # The driver
 # ---------------------------------------------------------------------------
 
-_encode: Final = msgspec.json.Encoder().encode
 _astuple: Final = msgspec.structs.astuple
 # Session's fields in astuple's order (translate_record reads them in one call)
 _SEQ: Final = 0
@@ -126,97 +123,6 @@ if Session.__struct_fields__ != (
         "state", "streams", "marks", "seen", "version", "held", "model"):
     raise ImportError(f"Session's fields moved: {Session.__struct_fields__}: update the "
                       "indexes above")
-_payload_decoders: Final[dict[type, Any]] = {}
-
-
-# `Any`-typed field shapes whose values the check skips over instead of building them
-# (msgspec.Raw): every JSON value is a valid `Any`, so decoding one can only fail as
-# skipping it fails (too deep: the same RecursionError at the same depth, measured).
-_SKIP_ANY: dict[Any, Any] = {
-    Any: msgspec.Raw,
-    dict[str, Any]: dict[str, msgspec.Raw],
-    list[Any]: list[msgspec.Raw],
-}
-
-
-def _skip_any(tp: Any) -> Any:
-    if tp in _SKIP_ANY:
-        return _SKIP_ANY[tp]
-    if get_origin(tp) in (Union, UnionType):
-        args = get_args(tp)
-        new = tuple(_SKIP_ANY.get(a, a) for a in args)
-        if new != args:
-            return Union[new]  # noqa: UP007  # a tuple of types, built at run time
-    return tp
-
-
-def _check_type(cls: type) -> Any:
-    """The type `_check_payload` decodes `cls`'s JSON as: a twin of `cls` with the
-    same fields (names, wire names, types, defaults), except that the values of its
-    `Any` fields are skipped instead of built as Python objects. The twin accepts
-    exactly the JSON `cls` accepts and fails on the rest with the same error; it only
-    saves building the dicts and lists the check throws away (half its time: a
-    session's whole configuration, token usage, tool input). `cls` itself when it has
-    no such field or anything the twin might not reproduce (a tag, array_like,
-    forbid_unknown_fields, __post_init__)."""
-    config = cls.__struct_config__  # type: ignore[attr-defined]
-    if (config.tag is not None or config.array_like or config.forbid_unknown_fields
-            or hasattr(cls, "__post_init__")):
-        return cls
-    fields = msgspec.structs.fields(cls)
-    spec: list[tuple[str, Any, Any]] = []
-    for f in fields:
-        if f.required:
-            default = msgspec.field()
-        elif f.default_factory is not msgspec.NODEFAULT:
-            default = msgspec.field(default_factory=f.default_factory)
-        else:
-            default = msgspec.field(default=f.default)
-        spec.append((f.name, _skip_any(f.type), default))
-    if all(tp is f.type for (_, tp, _), f in zip(spec, fields, strict=True)):
-        return cls
-    return msgspec.defstruct(f"{cls.__name__}Check", spec, kw_only=True,
-                             rename={f.name: f.encode_name for f in fields})
-
-
-_STREAM_KINDS: Final = frozenset(get_args(StreamKind))
-if ContentDeltaPayload.__struct_fields__ != ("streamKind", "delta", "contentIndex",
-                                              "summaryIndex"):
-    raise ImportError("ContentDeltaPayload's fields moved: update _plain_delta")
-
-
-def _plain_delta(payload: ContentDeltaPayload) -> bool:
-    """Whether a content.delta's payload is one the JSON round trip (_round_trip)
-    passes, seen field by field: a known stream kind, ASCII text (so no lone surrogate
-    the encoder refuses) and indexes that are ints. False sends it the round trip, which
-    decides. Deltas are most of a long session's events, and their round trip was a
-    tenth of the offline replay's translation (0.8 us a delta)."""
-    kind, delta, content, summary = _astuple(payload)
-    return (type(kind) is str and kind in _STREAM_KINDS and type(delta) is str
-            and delta.isascii()
-            and (content is UNSET or type(content) is int)
-            and (summary is UNSET or type(summary) is int))
-
-
-def _check_payload(payload: Struct) -> None:
-    """Raises msgspec.ValidationError (a ValueError) if `payload` would not decode as
-    its own type: a plain delta passes as it is (_plain_delta), anything else takes the
-    JSON round trip."""
-    if type(payload) is ContentDeltaPayload and _plain_delta(payload):
-        return
-    _round_trip(payload)
-
-
-def _round_trip(payload: Struct) -> None:
-    """_check_payload by a JSON round trip, the way a consumer reads it. A field-by-field
-    check in Python of every payload type was measured no faster."""
-    cls = type(payload)
-    decoder = _payload_decoders.get(cls)
-    if decoder is None:
-        decoder = _payload_decoders[cls] = msgspec.json.Decoder(_check_type(cls)).decode
-    decoder(_encode(payload))
-
-
 _decode_json: Final = msgspec.json.Decoder().decode
 # what the payload check raises for a native value an event cannot carry (a ValueError:
 # msgspec's ValidationError; RecursionError: nested deeper than the encoder goes)
@@ -373,7 +279,7 @@ def translate_record(
                     # the encoder writes whatever a field holds: a native value of the
                     # wrong type must not leave as an event consumers cannot decode
                     # (the envelope is ours; the payload holds the native values)
-                    _check_payload(events[k].payload)  # type: ignore[attr-defined]
+                    check_payload(events[k].payload)  # type: ignore[attr-defined]
             except _PAYLOAD_ERRORS as e:
                 raise _wrong_shape(translator.provider, obj, f"{type(e).__name__}: {e}") from None
             state = new_state
