@@ -15,7 +15,7 @@ from msgspec import Struct, UnsetType
 
 from adapters.core.contract import Held, Message, Stream
 from adapters.core.ids import (
-    _EMPTY_DIGEST,
+    _bytes_digest,
     _canonical_id,
     _event_prefix,
     _extend,
@@ -478,7 +478,7 @@ class Emitter:
         if len(text) < st.chars:
             return False
         prefix = text[:st.chars].encode("utf-8", "surrogatepass")
-        return len(prefix) == st.size and _extend(_EMPTY_DIGEST, prefix) == st.digest
+        return len(prefix) == st.size and _bytes_digest(prefix) == st.digest
 
     def whole(self, item: str, stream: str) -> Whole | None:
         """The spooled text of the stream, whole (or cut to the cap), without closing it;

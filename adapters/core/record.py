@@ -58,7 +58,7 @@ from adapters.core.emitter import (
     Emitter,
     _version_of,
 )
-from adapters.core.ids import _EMPTY_DIGEST, DEDUPE_KEPT, MessageId, _extend
+from adapters.core.ids import DEDUPE_KEPT, MessageId, _bytes_digest
 from adapters.core.pricing import computed_cost
 from adapters.core.spool import Spool
 from topics.canonical import (
@@ -260,7 +260,7 @@ def translate_record(
                 if message_id(obj, origin) is not None:
                     # the bytes hold the id: equal digests are the same id and bytes (a
                     # retried produce), an id a runtime used twice drops neither message
-                    digest = _extend(_EMPTY_DIGEST, data)
+                    digest = _bytes_digest(data)
                     if digest in seen:
                         continue  # the same message again (a retried produce): once is all
             message = out._message = Message(obj, data, origin, time_ms)
