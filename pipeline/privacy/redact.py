@@ -49,6 +49,7 @@ from typing import Any
 
 import msgspec
 
+from adapters.core.hold import hold_point
 from pipeline.privacy.compiled import (
     MATCH_COST,
     Budget,
@@ -59,7 +60,6 @@ from pipeline.privacy.compiled import (
     match_spans,
     spans_of,
 )
-from pipeline.privacy.hold import hold_point
 from pipeline.privacy.literals import required_literals
 from pipeline.privacy.rules import (
     BUILTIN_PATTERNS,

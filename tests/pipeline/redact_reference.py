@@ -64,7 +64,7 @@ def reference_apply(r: Redactor, encoded: bytes) -> bytes:
 
 def reference_hold_point(text: str) -> int:
     """hold_point without its shortcut: the tail's regex runs on every text."""
-    from pipeline.privacy.hold import _HOLD_TAIL, HOLD_KEY, HOLD_SCAN
+    from adapters.core.hold import _HOLD_TAIL, HOLD_KEY, HOLD_SCAN
 
     n = len(text)
     cut = n

@@ -18,7 +18,7 @@ import re2
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline.privacy.hold import _KEYWORDS, _STARTS, _TOKEN_PREFIXES
+from adapters.core.hold import _KEYWORDS, _STARTS, _TOKEN_PREFIXES
 from pipeline.privacy.redact import (
     ENVELOPE_FIELDS,
     RULES,

@@ -1,6 +1,13 @@
 """Held back: where a streamed delta's tail may start a secret (`hold_point`), for the
 conversation core's Emitter (adapters.core.emitter), which holds such a tail back until
 the stream's next delta so that the redactor sees each secret whole.
+
+The policy is the privacy room's choice: its redactor hands `hold_point` to the core
+when it redacts (pipeline.privacy.redact, Redactor.hold), and nothing here imports the
+pipeline. It lives in the core, compiled with it (setup.py), because the core asks it
+about every delta: interpreted, it was two thirds of what redaction cost the offline
+replay (callgrind: 6.9k of 10.9k instructions a message; compiled, 0.40 -> 0.18 us a
+delta).
 """
 
 from __future__ import annotations
@@ -11,7 +18,7 @@ import re
 #
 # A secret streamed across two deltas reaches the redactor whole only if the core holds
 # back the first delta's tail. `hold_point` says where such a tail begins: a key's
-# format prefix running to the end (gitleaks' prefixes, as the rules above), a secret
+# format prefix running to the end (gitleaks' prefixes, as pipeline.privacy.rules), a secret
 # assignment whose value runs to the end, a URL whose credentials may follow, a private
 # key's BEGIN without its END, or the last word when it begins one of those. It looks
 # at a bounded tail (HOLD_SCAN characters; a private key HOLD_KEY), so it costs the
