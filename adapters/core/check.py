@@ -19,9 +19,9 @@ Two ways, one answer:
   MAX_DEPTH deep. Anything else (False) goes to the round trip, which decides; a type
   `_spec` cannot read (a tag, array_like, a union of two kinds, ...) always does.
 
-Compiled (setup.py), `plain` costs a tenth of the round trip on the captured mix: the
-round trip encodes the payload's Python values and decodes them again, 5-12 us for a
-session's configuration.
+Compiled (setup.py), the check costs half the instructions it did with the round trip
+alone on the captured mix (callgrind: 6.8k -> 3.5k a message): the round trip encodes
+the payload's Python values and decodes the JSON again, `plain` reads each value once.
 """
 
 from __future__ import annotations
