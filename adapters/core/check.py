@@ -27,7 +27,7 @@ the payload's Python values and decodes the JSON again, `plain` reads each value
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from types import UnionType
 from typing import Any, Final, Literal, Union, cast, get_args, get_origin
 
@@ -274,29 +274,25 @@ def _plain_any(value: object, depth: int) -> bool:
         return True
     if depth >= MAX_DEPTH:
         return False
+    values: Iterable[object]
     if kind is dict:
-        for k, v in cast(dict[object, object], value).items():
+        for k in cast(dict[object, object], value):
             if type(k) is not str or not (_isascii(k) or _text(k)):
                 return False
-            kind = type(v)
-            if kind is str:
-                if not (_isascii(v) or _text(v)):
-                    return False
-            elif not (kind is int or kind is bool or kind is float or v is None
-                      or _plain_any(v, depth + 1)):
+        values = cast(dict[object, object], value).values()
+    elif kind is list:
+        values = cast(list[object], value)
+    else:
+        return False
+    for v in values:
+        kind = type(v)
+        if kind is str:
+            if not (_isascii(v) or _text(v)):
                 return False
-        return True
-    if kind is list:
-        for v in cast(list[object], value):
-            kind = type(v)
-            if kind is str:
-                if not (_isascii(v) or _text(v)):
-                    return False
-            elif not (kind is int or kind is bool or kind is float or v is None
-                      or _plain_any(v, depth + 1)):
-                return False
-        return True
-    return False
+        elif not (kind is int or kind is bool or kind is float or v is None
+                  or _plain_any(v, depth + 1)):
+            return False
+    return True
 
 
 def check_payload(payload: Struct) -> None:
