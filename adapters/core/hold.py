@@ -59,6 +59,27 @@ _NON_WORD = re.compile(r"\W")
 _HOLD_TAIL = re.compile("|".join(f"(?:{rx.pattern})" for rx in _HOLD_TAILS))
 _PREFIX, _ASSIGNMENT, _FLAG, _URL, _START, _BEGIN = _HOLD_TAILS
 _KEYWORD = re.compile("(?i:" + "|".join(re.escape(k) for k in (*_KEYWORDS, "pwd")) + ")")
+_LOWER_KEYWORDS = tuple(k.lower() for k in (*_KEYWORDS, "pwd"))
+# what a key prefix's start can be, and how long a word of _STARTS can be: a start that
+# is neither is tried no further (_tail_start)
+_PREFIX_FIRST = frozenset(p[0] for p in _TOKEN_PREFIXES)
+_STARTS_MAX = max(len(w) for w in _STARTS)
+
+
+def _has_keyword(tail: str) -> bool:
+    """Whether `tail` holds a keyword without case (_KEYWORD.search). ASCII text is lower-
+    cased and searched for each: an ASCII character matches a keyword's letter without
+    case exactly when its lower case is that letter (the other characters re folds to
+    one, the Kelvin sign to k, a long s to s, are not ASCII); other text goes to the
+    regex. Python's re tries each keyword at each position: 3-10 us a tail, where the
+    searches take a tenth."""
+    if tail.isascii():
+        low = tail.lower()
+        for k in _LOWER_KEYWORDS:
+            if k in low:
+                return True
+        return False
+    return _KEYWORD.search(tail) is not None
 
 
 def hold_point(text: str) -> int:
@@ -129,7 +150,7 @@ def _tail_start(text: str, start: int, tail: str, last: str, end: int) -> int:
     characters (anywhere else a word character comes before: their look-behind fails)."""
     best = len(text)
     colon, dash = ":" in tail, "-" in tail
-    for rx, needed in ((_ASSIGNMENT, (colon or "=" in tail) and _KEYWORD.search(tail)),
+    for rx, needed in ((_ASSIGNMENT, (colon or "=" in tail) and _has_keyword(tail)),
                        (_URL, colon and "://" in tail),
                        (_FLAG, dash and ("--" in tail or "-p" in tail)),
                        (_BEGIN, dash and "-----" in tail)):
@@ -139,12 +160,22 @@ def _tail_start(text: str, start: int, tail: str, last: str, end: int) -> int:
                 best = m.start()
     if last:  # the last word, ending at `end`
         first = end - len(last)
-        for at in (first, *(first + m.end() for m in _NON_WORD.finditer(last))):
+        # where it begins, and after each of its non-word characters (\W: what is not
+        # str.isalnum and not "_", the same test re makes)
+        starts = [first]
+        for j in range(len(last)):
+            ch = last[j]
+            if not (ch.isalnum() or ch == "_"):
+                starts.append(first + j + 1)
+        for at in starts:
             if at >= best:
                 break
-            # what each needs there, before its regex says (its look-behind, its "$")
-            if (text.startswith(_TOKEN_PREFIXES, at) and _PREFIX.match(text, at)) \
-                    or (text[at:end] in _STARTS and _START.match(text, at)):
+            # what each needs there, before its regex says (its look-behind, its "$"),
+            # from its first character (a prefix) or its length (a word of _STARTS) on
+            if at < end and text[at] in _PREFIX_FIRST and text.startswith(_TOKEN_PREFIXES, at) \
+                    and _PREFIX.match(text, at):
+                return at
+            if end - at <= _STARTS_MAX and text[at:end] in _STARTS and _START.match(text, at):
                 return at
     return best
 

@@ -263,7 +263,12 @@ def test_redaction_cost_per_event_against_translation_on_the_captures(capsys):
 # -- the hold point's shortcut cannot skip a hold ---------------------------------------
 
 _STARTS_AND_PREFIXES = sorted(_STARTS | set(_TOKEN_PREFIXES) | set(_KEYWORDS))
+#: keywords in other cases, and the characters re folds to ASCII letters without case
+_CASED = sorted({w for k in _KEYWORDS for w in (k.upper(), k.title(), k.swapcase())}
+                | {"\u212a", "\u017f", "\u0130", "\u0131", "PaSsWoRd:", "tOkEn=",
+                   "\u017fecret", "pa\u017f\u017fword", "to\u212aen", "AP\u0130KEY"})
 _hold_piece = st.one_of(st.sampled_from(_STARTS_AND_PREFIXES), st.sampled_from(SECRETS),
+                        st.sampled_from(_CASED),
                         st.sampled_from(TEXTS),
                         st.text(alphabet=st.characters(codec="utf-8"), max_size=6),
                         st.text(alphabet=" \t\n\"'()`.,;:=-_/+@éß\u00a0", max_size=3),
@@ -293,3 +298,14 @@ def test_a_key_prefix_after_punctuation_is_held():
     # delta hid a GitHub token's start), as did "zz(gh", "bar/AKIA" and "q)ey"
     for text in ("foo.gh", "zz(gh", "bar/AKIA", "q)ey", "x\ngh", "(ghp_12", "a.SG."):
         assert hold_point(text) < len(text), text
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(_CASED), st.sampled_from(_KEYWORDS),
+                          st.text(alphabet=st.characters(codec="utf-8"), max_size=4),
+                          st.text(alphabet="pwdtokenKSI_-= :", max_size=6)),
+                max_size=6).map("".join))
+def test_the_keyword_test_is_the_keyword_regex(text):
+    from adapters.core.hold import _KEYWORD, _has_keyword
+
+    assert _has_keyword(text) == (_KEYWORD.search(text) is not None)
