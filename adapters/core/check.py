@@ -164,15 +164,16 @@ def _spec(cls: type) -> tuple[Field, ...] | None:
     cannot read one of them or `cls` is special (then the round trip always decides)."""
     if cls in _specs:
         return _specs[cls]
-    _specs[cls] = None  # a struct that holds itself is read by the round trip
+    _specs[cls] = None  # special, or a struct that holds itself: the round trip reads it
+    if _special(cls):
+        return None
     fields: list[Field] = []
     for f in msgspec.structs.fields(cls):
         got = _field(f.type)
         if got is None:
             return None
         fields.append(got)
-    spec = None if _special(cls) else tuple(fields)
-    _specs[cls] = spec
+    spec = _specs[cls] = tuple(fields)
     return spec
 
 

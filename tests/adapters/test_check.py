@@ -150,6 +150,10 @@ def test_what_the_field_by_field_check_passes_the_round_trip_passes(cls: type,
         round_trip(payload)  # raises if the round trip refuses what plain passed
 
 
+class _Tagged(msgspec.Struct, tag="t", frozen=True):
+    a: int
+
+
 def test_the_field_by_field_check_declines_what_the_round_trip_refuses():
     nan = TurnCompletedPayload(state="completed", totalCostUsd=math.nan)
     surrogate = ContentDeltaPayload(streamKind="assistant_text", delta="\ud800")
@@ -171,6 +175,11 @@ def test_the_field_by_field_check_declines_what_the_round_trip_refuses():
             check_payload(payload)
     assert not plain(ContentDeltaPayload(streamKind="assistant_text", delta="h\u00e9\udfff"))
     assert plain(ContentDeltaPayload(streamKind="assistant_text", delta="h\u00e9 \U0001f600"))
+    # a type whose wire form the spec does not model (a tag) always takes the round trip
+    assert not plain(_Tagged(a=1)) and not plain(_Tagged(a=1))  # read, then cached
+    check_payload(_Tagged(a=1))
+    with pytest.raises(msgspec.ValidationError):
+        check_payload(_Tagged(a="1"))  # type: ignore[arg-type]
     # what plain cannot tell, the round trip can still pass: a set as Any, a dict where a
     # struct goes (a JSON object either way)
     check_payload(ItemPayload(itemType="reasoning", input={"a": {2}}))
