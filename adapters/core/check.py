@@ -122,18 +122,17 @@ _FLOAT: Final = 2
 _BOOL: Final = 3
 _LITERAL: Final = 4  # one of the strings in `arg` (a frozenset)
 _ANY: Final = 5
-_DICT_ANY: Final = 6
+_ANY_IN: Final = 6  # an `Any` value in a container of exactly the type `arg` (dict, list)
 _LIST_STR: Final = 7
-_LIST_ANY: Final = 8
-_STRUCT: Final = 9  # a struct of exactly the type `arg`
-_LIST_STRUCT: Final = 10
+_STRUCT: Final = 8  # a struct of exactly the type `arg`
+_LIST_STRUCT: Final = 9
 
 #: One field: (its kind, UNSET allowed, None allowed, the kind's argument).
 Field = tuple[int, bool, bool, Any]
 _KINDS: Final[dict[Any, int]] = {
-    str: _STR, int: _INT, float: _FLOAT, bool: _BOOL, Any: _ANY,
-    dict[str, Any]: _DICT_ANY, list[str]: _LIST_STR, list[Any]: _LIST_ANY,
+    str: _STR, int: _INT, float: _FLOAT, bool: _BOOL, Any: _ANY, list[str]: _LIST_STR,
 }
+_ANY_CONTAINERS: Final[dict[Any, type]] = {dict[str, Any]: dict, list[Any]: list}
 _specs: Final[dict[type, tuple[Field, ...] | None]] = {}
 
 
@@ -148,6 +147,8 @@ def _field(tp: Any) -> Field | None:
     one = rest[0]
     if one in _KINDS:
         return (_KINDS[one], unset, none, None)
+    if one in _ANY_CONTAINERS:
+        return (_ANY_IN, unset, none, _ANY_CONTAINERS[one])
     if get_origin(one) is Literal and all(type(v) is str for v in get_args(one)):
         return (_LITERAL, unset, none, frozenset(get_args(one)))
     if isinstance(one, type) and issubclass(one, Struct) and _spec(one) is not None:
@@ -220,30 +221,27 @@ def _plain_fields(values: tuple[Any, ...], spec: tuple[Field, ...]) -> bool:
             if type(value) is not bool:
                 return False
         elif kind == _FLOAT:
-            if not isinstance(value, float) or type(value) is not float or not math.isfinite(value):
+            if type(value) is not float or not math.isfinite(cast(float, value)):
                 return False
         elif kind == _ANY:
             if not _plain_any(value, 0):
                 return False
-        elif kind == _DICT_ANY:
-            if type(value) is not dict or not _plain_any(value, 0):
-                return False
-        elif kind == _LIST_ANY:
-            if type(value) is not list or not _plain_any(value, 0):
+        elif kind == _ANY_IN:
+            if type(value) is not arg or not _plain_any(value, 0):
                 return False
         elif kind == _LIST_STR:
-            if not isinstance(value, list) or type(value) is not list:
+            if type(value) is not list:
                 return False
-            for s in value:
+            for s in cast(list[object], value):
                 if not _text(s):
                     return False
         elif kind == _STRUCT:
             if type(value) is not arg or not plain(cast(Struct, value)):
                 return False
         else:  # _LIST_STRUCT
-            if not isinstance(value, list) or type(value) is not list:
+            if type(value) is not list:
                 return False
-            for s in value:
+            for s in cast(list[object], value):
                 if type(s) is not arg or not plain(cast(Struct, s)):
                     return False
     return True

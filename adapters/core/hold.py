@@ -55,7 +55,6 @@ _HOLD_TAILS = [re.compile(p) for p in (
 _STARTS = frozenset(w[:n] for w in (*_KEYWORDS, *_TOKEN_PREFIXES, "github_pat_")
                     for n in range(1, len(w) + 1))
 _PLAIN_PREFIXES = tuple(p for p in _TOKEN_PREFIXES if "-" not in p)
-_NON_WORD = re.compile(r"\W")
 _HOLD_TAIL = re.compile("|".join(f"(?:{rx.pattern})" for rx in _HOLD_TAILS))
 _PREFIX, _ASSIGNMENT, _FLAG, _URL, _START, _BEGIN = _HOLD_TAILS
 _KEYWORD = re.compile("(?i:" + "|".join(re.escape(k) for k in (*_KEYWORDS, "pwd")) + ")")
@@ -160,14 +159,8 @@ def _tail_start(text: str, start: int, tail: str, last: str, end: int) -> int:
                 best = m.start()
     if last:  # the last word, ending at `end`
         first = end - len(last)
-        # where it begins, and after each of its non-word characters (\W: what is not
-        # str.isalnum and not "_", the same test re makes)
-        starts = [first]
-        for j in range(len(last)):
-            ch = last[j]
-            if not (ch.isalnum() or ch == "_"):
-                starts.append(first + j + 1)
-        for at in starts:
+        for j in _word_starts(last):
+            at = first + j
             if at >= best:
                 break
             # what each needs there, before its regex says (its look-behind, its "$"),
@@ -193,12 +186,22 @@ def _may_start(last: str) -> bool:
     of its non-word characters, beginning with one of the key prefixes (those without
     "-") or being, whole, one of _STARTS. Each such start is tried; a plain word (the
     most common last word) has one."""
-    if last in _STARTS or last.startswith(_PLAIN_PREFIXES):
-        return True
-    if last.isalnum():  # \w is alphanumeric or "_": no other start in it
-        return False
-    for m in _NON_WORD.finditer(last):
-        rest = last[m.end():]
+    for j in _word_starts(last):
+        rest = last[j:]
         if rest in _STARTS or rest.startswith(_PLAIN_PREFIXES):
             return True
     return False
+
+
+def _word_starts(last: str) -> list[int]:
+    """Where, in the last word, a tail's key prefix or keyword start may begin: at 0, and
+    right after each non-word character (\W: not str.isalnum and not "_", the test re
+    makes). A plain word (alphanumeric) has only the first."""
+    if last.isalnum():
+        return [0]
+    starts = [0]
+    for j in range(len(last)):
+        ch = last[j]
+        if not (ch.isalnum() or ch == "_"):
+            starts.append(j + 1)
+    return starts

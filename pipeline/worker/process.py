@@ -317,7 +317,10 @@ def run_worker(settings: Settings, *, say: Callable[[str], None] = lambda s: pri
     def install_signal_handlers() -> None:
         install()
         for signum in hold.take() if hold is not None else []:
-            sigint() if signum == signal.SIGINT else sigterm()
+            if signum == signal.SIGINT:
+                sigint()
+            else:
+                sigterm()
 
     worker.install_signal_handlers = install_signal_handlers  # type: ignore[method-assign]
     # Measured: aiokafka and faust log at debug level on every send, and with the
