@@ -195,7 +195,7 @@ def _may_start(last: str) -> bool:
 
 def _word_starts(last: str) -> list[int]:
     """Where, in the last word, a tail's key prefix or keyword start may begin: at 0, and
-    right after each non-word character (\W: not str.isalnum and not "_", the test re
+    right after each non-word character (\\W: not str.isalnum and not "_", the test re
     makes). A plain word (alphanumeric) has only the first."""
     if last.isalnum():
         return [0]
