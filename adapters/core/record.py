@@ -58,7 +58,7 @@ from adapters.core.emitter import (
     Emitter,
     _version_of,
 )
-from adapters.core.ids import DEDUPE_KEPT, MessageId, _bytes_digest
+from adapters.core.ids import DEDUPE_KEPT, MessageId, message_digest, seen_before
 from adapters.core.pricing import computed_cost
 from adapters.core.spool import Spool
 from topics.canonical import (
@@ -228,7 +228,8 @@ def translate_record(
     failures: list[LineFailure] = []
     folded: list[int] = []  # lines that failed past MAX_FAILURES_PER_RECORD
     message_id = translator.message_id
-    # the last DEDUPE_KEPT digests once the record is done
+    # the session's last digests, then this record's: the last DEDUPE_KEPT once the
+    # record is done
     s_seen: tuple[int, ...] = fields[_SEEN]
     seen = list(s_seen) if message_id is not None else []
     if moved:
@@ -255,13 +256,13 @@ def translate_record(
                                           "and 9999")
                 out.set_clock(time_ms)
             obj = decode_message(data)
-            digest = -1
+            digest = 0  # none: a digest is negative
             if message_id is not None:
                 if message_id(obj, origin) is not None:
                     # the bytes hold the id: equal digests are the same id and bytes (a
                     # retried produce), an id a runtime used twice drops neither message
-                    digest = _bytes_digest(data)
-                    if digest in seen:
+                    digest = message_digest(data)
+                    if seen_before(seen, digest):
                         continue  # the same message again (a retried produce): once is all
             message = out._message = Message(obj, data, origin, time_ms)
             out.native_type = UNSET
@@ -283,7 +284,7 @@ def translate_record(
             except _PAYLOAD_ERRORS as e:
                 raise _wrong_shape(translator.provider, obj, f"{type(e).__name__}: {e}") from None
             state = new_state
-            if digest >= 0:
+            if digest:
                 seen.append(digest)
         except AdapterError as e:
             del events[mark:]
@@ -320,7 +321,7 @@ def translate_record(
                 epochMs=epoch, thread=thread, turn=turn, open=open_items, state=state,
                 streams=out.streams, marks=marks, version=_version_of(events, s_version),
                 held=out.held, model=model,
-                seen=tuple(seen[-DEDUPE_KEPT:]) if message_id is not None else ()),
+                seen=tuple(seen[-DEDUPE_KEPT:]) if len(seen) > len(s_seen) else s_seen),
         events,
         failures,
     )

@@ -181,3 +181,37 @@ def _a_warning() -> tuple[Any, Any]:
     from topics.canonical import RuntimeWarningEvent, RuntimeWarningPayload
 
     return RuntimeWarningEvent, RuntimeWarningPayload(message="before the bug")
+
+
+def test_copies_are_dropped_against_the_digests_an_earlier_version_stored():
+    """A retried produce repeats messages a session saw; a session stored by an earlier
+    version holds its 64-bit digests (`_bytes_digest`), not today's 62-bit ones: the
+    copies are dropped all the same, and so is a message repeated inside one record."""
+    from adapters import MemorySpool
+    from adapters.core.ids import DEDUPE_KEPT, _bytes_digest
+
+    t, spool = get("claude"), MemorySpool()
+    msgs = [{"type": "stream_event", "uuid": f"u{k}", "session_id": "s",
+             "event": {"type": "content_block_delta", "index": 0,
+                       "delta": {"type": "text_delta", "text": f"w{k} "}}} for k in range(4)]
+    start = [{"type": "stream_event", "uuid": "u-start", "session_id": "s",
+              "event": {"type": "message_start", "message": {"id": "m1", "role": "assistant",
+                                                             "model": "x", "content": []}}},
+             {"type": "stream_event", "uuid": "u-block", "session_id": "s",
+              "event": {"type": "content_block_start", "index": 0,
+                        "content_block": {"type": "text", "text": ""}}}]
+    lines = [Line(json.dumps(m).encode(), "agent", 1_764_000_000_000 + k)
+             for k, m in enumerate(start + msgs)]
+    session, first, _ = translate_record(t, new_session(t), "s", lines, offset=0, spool=spool)
+    assert [e.payload.delta for e in first if hasattr(e.payload, "delta")] == \
+        ["w0 ", "w1 ", "w2 ", "w3 "]
+    assert len(session.seen) == len(lines) <= DEDUPE_KEPT and all(d < 0 for d in session.seen)
+    stored = msgspec.structs.replace(session, seen=tuple(_bytes_digest(ln.data) for ln in lines))
+    for s in (session, stored):
+        again, events, failures = translate_record(t, s, "s", lines[3:], offset=1, spool=spool)
+        assert events == [] and failures == [] and again.seen == s.seen
+    # one record holding a message twice: once
+    twice = [Line(json.dumps(m | {"uuid": "u9"}).encode(), "agent", 1_764_000_000_100)
+             for m in msgs[:1]] * 2
+    _, events, _ = translate_record(t, stored, "s", twice, offset=2, spool=spool)
+    assert [e.payload.delta for e in events] == ["w0 "]

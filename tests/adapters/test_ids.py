@@ -8,11 +8,14 @@ from hypothesis import strategies as st
 
 from adapters.core.ids import (
     _EMPTY_DIGEST,
+    DEDUPE_KEPT,
     SEQ_HEX_KEPT,
     _bytes_digest,
     _event_prefix,
     _extend,
     event_id,
+    message_digest,
+    seen_before,
 )
 
 
@@ -34,3 +37,34 @@ def test_the_digest_of_bytes_is_the_empty_digest_extended_by_them(data: bytes,
     for chunk in more:  # a stream's digest, append by append: the digest of them all
         grown = _extend(grown, chunk)
     assert grown == _bytes_digest(data + b"".join(more))
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.binary(max_size=300),
+       others=st.lists(st.tuples(st.binary(max_size=300), st.booleans()), max_size=24))
+def test_a_message_digest_is_a_small_negative_int_and_old_digests_still_match(
+        data: bytes, others: list[tuple[bytes, bool]]):
+    """The dedupe digest fits in 62 bits (compiled, a small int: compared in one
+    instruction) and is negative; a session stored by an earlier version holds 64-bit
+    `_bytes_digest` values, which match the same bytes all the same. Only the last
+    DEDUPE_KEPT digests count."""
+    digest = message_digest(data)
+    assert -(2**62) <= digest < 0
+    assert digest == ~(_bytes_digest(data) >> 2)
+    seen = [_bytes_digest(o) if old else message_digest(o) for o, old in others]
+    recent = [o for o, _ in others[-DEDUPE_KEPT:]]
+    assert seen_before(seen, digest) is (data in recent)
+    assert seen_before(seen + [_bytes_digest(data)], digest)
+    assert seen_before(seen + [digest], digest)
+
+
+def test_seen_before_is_exact_on_a_digest_its_old_form_only_nears():
+    """Only the two lowest bits of an old digest are dropped: one that differs above
+    them is another message."""
+    data = b'{"uuid":"u1","type":"stream_event"}'
+    old = _bytes_digest(data)
+    assert seen_before([old ^ 1], message_digest(data))  # the two dropped bits
+    assert seen_before([old ^ 3], message_digest(data))
+    assert not seen_before([old ^ 4], message_digest(data))
+    assert not seen_before([old ^ (1 << 63)], message_digest(data))
+    assert not seen_before([message_digest(data) ^ 1], message_digest(data))
