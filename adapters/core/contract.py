@@ -10,6 +10,7 @@ from typing import Any, Generic, TypeVar
 
 from msgspec import Struct
 
+from adapters.core.message import Message as Message  # re-exported: the contract names it
 from topics.records import Origin
 
 S = TypeVar("S", bound=Struct)
@@ -123,16 +124,6 @@ class Session(Stored, Generic[S], frozen=True, kw_only=True):
     # tokens are priced for (adapters.core.pricing). Last, as a field added to a stored
     # array must be (older states decode unchanged).
     model: str | None = None
-
-
-class Message(Struct, gc=False):
-    """One native message handed to a translator (a Struct: built per line, and a
-    positional Struct is half the cost of a class with __slots__ and __init__)."""
-
-    obj: dict[str, Any]  # the decoded JSON object
-    data: bytes  # its exact bytes
-    origin: Origin  # "agent" wrote it, or "client" (requests, responses, decisions)
-    time_ms: int | None
 
 
 class Line(Struct, frozen=True):
