@@ -164,6 +164,21 @@ def decode_message(data: bytes) -> dict[str, Any]:
     return obj
 
 
+# each translator's constants, read once (compiled, an attribute of a module is a dict
+# lookup behind a call: ~160 instructions, three a record); `translate` is read at every
+# record, where a test may have replaced it
+_CONSTANTS: Final[dict[object, tuple[str, str, MessageId | None]]] = {}
+
+
+def _constants(translator: Translator[Any]) -> tuple[str, str, MessageId | None]:
+    """(provider, raw_source, message_id) of `translator`."""
+    known = _CONSTANTS.get(translator)
+    if known is None:
+        known = _CONSTANTS[translator] = (translator.provider, translator.raw_source,
+                                          translator.message_id)
+    return known
+
+
 def new_session(translator: Translator[S]) -> Session[S]:
     return Session(state=translator.initial())
 
@@ -218,8 +233,9 @@ def translate_record(
     s_thread: str | None = fields[_THREAD]
     s_turn: str | None = fields[_TURN]
     s_version: str | None = fields[_VERSION]
-    out = Emitter(translator.provider, session_id, fields[_SEQ], clock_ms, include_raw,
-                  translator.raw_source, epoch, streams, spool, cap)
+    provider, raw_source, message_id = _constants(translator)
+    out = Emitter(provider, session_id, fields[_SEQ], clock_ms, include_raw, raw_source, epoch,
+                  streams, spool, cap)
     out.version = s_version
     out.hold = hold
     out.held = fields[_HELD]
@@ -227,7 +243,6 @@ def translate_record(
     events = out.events
     failures: list[LineFailure] = []
     folded: list[int] = []  # lines that failed past MAX_FAILURES_PER_RECORD
-    message_id = translator.message_id
     # the session's last digests, then this record's: the last DEDUPE_KEPT once the
     # record is done
     s_seen: tuple[int, ...] = fields[_SEEN]
@@ -272,9 +287,9 @@ def translate_record(
             except AdapterError:
                 raise
             except RecursionError:  # a native value nested deeper than the translator goes
-                raise _wrong_shape(translator.provider, obj, "nested too deeply") from None
+                raise _wrong_shape(provider, obj, "nested too deeply") from None
             except Exception as e:  # not raised on purpose: our bug, not the input's
-                raise _internal(translator.provider, obj, e) from None
+                raise _internal(provider, obj, e) from None
             try:
                 for k in range(mark, len(events)):
                     # the encoder writes whatever a field holds: a native value of the
@@ -282,7 +297,7 @@ def translate_record(
                     # (the envelope is ours; the payload holds the native values)
                     check_payload(events[k].payload)  # type: ignore[attr-defined]
             except _PAYLOAD_ERRORS as e:
-                raise _wrong_shape(translator.provider, obj, f"{type(e).__name__}: {e}") from None
+                raise _wrong_shape(provider, obj, f"{type(e).__name__}: {e}") from None
             state = new_state
             if digest:
                 seen.append(digest)
