@@ -17,7 +17,7 @@ and the item's completion carries its whole text. The state keeps none of it.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from msgspec import UnsetType
 
@@ -43,7 +43,7 @@ _ROLE_OF = {"assistant": "assistant", "user": "user"}
 #: A user_message_chunk is the user's own text: the agent replays the user's prompts on
 #: session/load (ACP has no chunk for text an agent or a hook wrote on the user's side).
 _AUTHOR_OF = {"user": "user"}
-_TEXT = "text"  # a message item's stream (spooled: see the module docstring)
+_TEXT: Final = "text"  # a message item's stream (spooled: see the module docstring)
 
 
 def _stream_refs(c: Ctx, stream: Stream) -> ProviderRefs | UnsetType:

@@ -50,7 +50,7 @@ Invariants
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from adapters.acp.chunks import on_chunk
 from adapters.acp.client_methods import (
@@ -215,7 +215,7 @@ def _on_session_update(state: State, obj: dict[str, Any], params: dict[str, Any]
 
 # ---- dispatch tables ----------------------------------------------------------
 
-_AGENT_REQUESTS = {
+_AGENT_REQUESTS: Final = {
     "session/request_permission": on_request_permission,
     "fs/read_text_file": on_fs_read,
     "fs/write_text_file": on_fs_write,
@@ -227,7 +227,7 @@ _AGENT_REQUESTS = {
     "elicitation/create": on_elicitation,
 }
 
-_CLIENT_REQUESTS = {
+_CLIENT_REQUESTS: Final = {
     "session/prompt": on_prompt,
     **{m: remember for m in (
         "initialize", "authenticate", "logout", "session/new", "session/load", "session/resume",
@@ -235,10 +235,10 @@ _CLIENT_REQUESTS = {
         "session/set_model", "session/set_config_option")},
 }
 
-_NOTIFICATIONS = {"session/update": _on_session_update, "_auth/status_update": on_auth_status}
+_NOTIFICATIONS: Final = {"session/update": _on_session_update, "_auth/status_update": on_auth_status}
 
 #: Every method handled, by name: requests (agent's and client's) and notifications.
-_HANDLERS: dict[str, Any] = {**_AGENT_REQUESTS, **_CLIENT_REQUESTS, **_NOTIFICATIONS}
+_HANDLERS: Final[dict[str, Any]] = {**_AGENT_REQUESTS, **_CLIENT_REQUESTS, **_NOTIFICATIONS}
 
 
 #: What the agent's answer to each client request becomes.
@@ -278,4 +278,4 @@ _IGNORED_REASONS = {
 }
 
 #: Native types read on purpose and mapped to nothing, each with its reason above.
-IGNORED: frozenset[str] = frozenset(_IGNORED_REASONS)
+IGNORED: Final[frozenset[str]] = frozenset(_IGNORED_REASONS)

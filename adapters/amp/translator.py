@@ -38,7 +38,7 @@ control protocol, so a `stream_event` or `control_request` is an unknown type.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from adapters.claude.messages import _on_assistant as live_assistant
 from adapters.claude.messages import _on_user as live_user
@@ -167,7 +167,7 @@ _SYSTEM: dict[str, Handler] = {
     "init": _on_init,
 }
 
-_HANDLERS: dict[str, Handler] = {
+_HANDLERS: Final[dict[str, Handler]] = {
     "system": _on_system,
     "assistant": live_assistant,
     "user": _on_user,
@@ -181,4 +181,4 @@ _HANDLERS: dict[str, Handler] = {
 }
 
 #: Native types read on purpose and mapped to nothing (none: Amp's set is small).
-IGNORED: frozenset[str] = frozenset()
+IGNORED: Final[frozenset[str]] = frozenset()

@@ -9,7 +9,7 @@ so a block is never completed twice whether it came whole or streamed
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from msgspec import UnsetType
 
@@ -32,19 +32,19 @@ from topics.canonical import (
 _BLOCK_ITEM = {"text": "assistant_message", "thinking": "reasoning"}
 
 
-_BLOCK_STREAM = {"text": "assistant_text", "thinking": "reasoning_text"}
+_BLOCK_STREAM: Final = {"text": "assistant_text", "thinking": "reasoning_text"}
 
 
-_TEXT = "text"  # the stream of a text or thinking block's deltas, on its item
+_TEXT: Final = "text"  # the stream of a text or thinking block's deltas, on its item
 
 
-_JSON = "input_json"  # the stream of a tool block's input_json_delta parts, on the tool's item
+_JSON: Final = "input_json"  # the stream of a tool block's input_json_delta parts, on the tool's item
 
 
-_TOOL_BLOCKS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
+_TOOL_BLOCKS: Final = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
 
 
-_TEXT_BLOCKS = {"text": ("text", "text"), "thinking": ("thinking", "thinking"),
+_TEXT_BLOCKS: Final = {"text": ("text", "text"), "thinking": ("thinking", "thinking"),
                 "redacted_thinking": ("thinking", "")}  # block type -> (kind, text field)
 
 

@@ -6,7 +6,7 @@ before its `content_block_stop` (adapters.claude.messages completes it)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 
@@ -138,7 +138,7 @@ def _message_stop(state: State, out: Emitter, m: Msg, pkey: str) -> State:
     return _replace(state, streams=streams)
 
 
-_STREAM_EVENTS = frozenset({"message_start", "message_stop", "content_block_start",
+_STREAM_EVENTS: Final = frozenset({"message_start", "message_stop", "content_block_start",
                             "content_block_delta", "content_block_stop"})
 
 

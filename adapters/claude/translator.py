@@ -85,7 +85,7 @@ Tricky parts
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from adapters.claude import agents
 from adapters.claude.control import (
@@ -222,7 +222,7 @@ _SYSTEM: dict[str, Handler] = {
 }
 
 
-_HANDLERS: dict[str, Handler] = {
+_HANDLERS: Final[dict[str, Handler]] = {
     "system": _on_system,
     "assistant": _on_assistant,
     "user": _on_user,
@@ -261,4 +261,4 @@ IGNORED_REASONS: dict[str, str] = {
     "system/model_refusal_no_fallback": "the refusal shows as the result's stop_reason",
     **IGNORED_REQUESTS,
 }
-IGNORED: frozenset[str] = frozenset(IGNORED_REASONS)
+IGNORED: Final[frozenset[str]] = frozenset(IGNORED_REASONS)

@@ -72,7 +72,7 @@ what the subagent answered, and no row names the tool call they belong to.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from msgspec import UnsetType
 
@@ -382,7 +382,7 @@ def _on_summary(state: State, msg: Message, out: Emitter) -> State:
 
 # ---- tables ----------------------------------------------------------------------
 
-_HANDLERS = {
+_HANDLERS: Final = {
     "user": _on_user,
     "assistant": _on_assistant,
     "system": _on_system,
@@ -414,4 +414,4 @@ IGNORED_REASONS: dict[str, str] = {
     "system/away_summary": "a recap shown to a user back at the terminal, not the "
                            "conversation",
 }
-IGNORED: frozenset[str] = frozenset(IGNORED_REASONS)
+IGNORED: Final[frozenset[str]] = frozenset(IGNORED_REASONS)

@@ -96,7 +96,7 @@ dispatch table; each handler lives with its kind):
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from adapters.codex.agents import speak_for
 from adapters.codex.common import Handler, ensure_session, get_str, params_of, rpc_id
@@ -241,7 +241,7 @@ def on_client_request(state: State, obj: dict[str, Any], method: str, out: Emitt
 
 
 
-_HANDLERS: dict[str, Handler] = {
+_HANDLERS: Final[dict[str, Handler]] = {
     # errors, threads
     "error": on_error,
     "thread/started": on_thread_started,
@@ -345,10 +345,10 @@ IGNORED_REASONS: dict[str, str] = {
     "thread/realtime/item/transcript/delta": "transcript deltas; the whole item comes in "
                                              "thread/realtime/item/completed",
 }
-IGNORED: frozenset[str] = frozenset(IGNORED_REASONS)
+IGNORED: Final[frozenset[str]] = frozenset(IGNORED_REASONS)
 
 #: Client -> server notifications (ClientNotification.json): the handshake ack.
-CLIENT_NOTIFICATIONS: frozenset[str] = frozenset({"initialized"})
+CLIENT_NOTIFICATIONS: Final[frozenset[str]] = frozenset({"initialized"})
 
 #: Client -> server requests (ClientRequest.json, 110 methods). They are remembered
 #: until their response, which is read for initialize, thread/start|resume|fork and

@@ -56,7 +56,7 @@ Streams (the conversation core's, adapters.core.emitter.Emitter; the state keeps
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from msgspec import UnsetType
 
@@ -420,7 +420,7 @@ def _plan(state: State, out: Emitter, item: dict[str, Any], kind: str) -> State:
     return state
 
 
-_HANDLERS = {
+_HANDLERS: Final = {
     "thread.started": _on_thread_started,
     "turn.started": _on_turn_started,
     "turn.completed": _on_turn_completed,
@@ -432,4 +432,4 @@ _HANDLERS = {
 }
 
 #: Native types read on purpose and mapped to nothing (none for codex exec).
-IGNORED: frozenset[str] = frozenset()
+IGNORED: Final[frozenset[str]] = frozenset()

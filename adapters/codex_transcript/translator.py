@@ -380,7 +380,7 @@ def _on_call_output(state: State, p: dict[str, Any], n: int, out: Emitter) -> St
                            out)
 
 
-_HANDLERS: dict[str, _Handler] = {
+_HANDLERS: Final[dict[str, _Handler]] = {
     "session_meta": _on_session_meta,
     "turn_context": _on_turn_context,
     "compacted": _on_compacted,
@@ -425,4 +425,4 @@ IGNORED_REASONS: dict[str, str] = {
     "event_msg/thread_rolled_back": "turns dropped from the model's history; canonical "
                                     "events are history and are not retracted",
 }
-IGNORED: frozenset[str] = frozenset(IGNORED_REASONS)
+IGNORED: Final[frozenset[str]] = frozenset(IGNORED_REASONS)

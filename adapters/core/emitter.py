@@ -46,6 +46,16 @@ from topics.canonical import (
 # they are msgspec's own objects.
 UNSET: Final = msgspec.UNSET
 replace: Final = msgspec.structs.replace
+# and the canonical names the core reads at every event (topics is not compiled: each
+# imported name is a dict lookup, ~130 instructions)
+_SCHEMA_VERSION: Final = SCHEMA_VERSION
+_SessionStarted: Final = SessionStarted
+_SessionConfigured: Final = SessionConfigured
+_ThreadMetadataUpdated: Final = ThreadMetadataUpdated
+_ContentDelta: Final = ContentDelta
+_ItemCompleted: Final = ItemCompleted
+_TurnCompleted: Final = TurnCompleted
+_SessionExited: Final = SessionExited
 
 
 #: The most a spooled stream keeps of one item's text or output, in UTF-8 bytes (see
@@ -213,13 +223,13 @@ class Emitter:
         With a hold policy, a content.delta may hand its tail to the stream's next one
         (see "Held back")."""
         if self.hold is not None:
-            if cls is ContentDelta:
+            if cls is _ContentDelta:
                 self._hold_delta(payload, synthetic, thread, turn, item, parent, refs)  # type: ignore[arg-type]
                 return
             if self.held:
-                if cls is ItemCompleted:
+                if cls is _ItemCompleted:
                     self._release(item if isinstance(item, str) else "")
-                elif cls is TurnCompleted or cls is SessionExited:
+                elif cls is _TurnCompleted or cls is _SessionExited:
                     self._release(None)
         self._emit(cls, payload, synthetic, thread, turn, item, request, parent, refs, with_raw)
 
@@ -229,7 +239,7 @@ class Emitter:
               refs: ProviderRefs | UnsetType, with_raw: bool) -> None:
         self.seq = seq = self.seq + 1
         agent = self.agent
-        if cls is SessionStarted and isinstance(agent, UnsetType):
+        if cls is _SessionStarted and isinstance(agent, UnsetType):
             agent = self.agent_id(None)
         prefix = self._id_prefix
         if prefix is None:
@@ -237,7 +247,7 @@ class Emitter:
                                                      self.epoch_ms)
         self.events.append(
             cls(  # type: ignore[call-arg]  # `payload` is declared on each subclass
-                schemaVersion=SCHEMA_VERSION,
+                schemaVersion=_SCHEMA_VERSION,
                 eventId=_with_seq(prefix, seq),  # event_id(), its prefix hashed once
                 seq=seq,
                 provider=self.provider,
@@ -626,7 +636,7 @@ def _version_of(events: list[_Event], version: str | None) -> str | None:
     """The runtime's release after `events`: the last one a session.configured (or a
     thread's metadata) stated, else `version`."""
     for ev in events:
-        if type(ev) is SessionConfigured or type(ev) is ThreadMetadataUpdated:
+        if type(ev) is _SessionConfigured or type(ev) is _ThreadMetadataUpdated:
             stated = ev.payload.runtimeVersion  # type: ignore[attr-defined]
             if isinstance(stated, str):
                 version = stated

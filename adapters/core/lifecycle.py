@@ -47,6 +47,10 @@ from topics.canonical import (
 
 #: How many ended turns `closed_turns` remembers by default.
 CLOSED_KEPT: Final = 16
+# the names every delta reads, as C statics compiled (an imported name of an uncompiled
+# module is a dict lookup at each use)
+_ContentDelta: Final = ContentDelta
+_ContentDeltaPayload: Final = ContentDeltaPayload
 
 
 class At:
@@ -91,8 +95,8 @@ def start_item(out: Emitter, at: At, payload: ItemPayload, synthetic: bool = Fal
 def _delta_payload(kind: str, text: str, content: int | None,
                    summary: int | None) -> ContentDeltaPayload:
     if content is None and summary is None:  # the usual delta: built with two fields only
-        return ContentDeltaPayload(streamKind=kind, delta=text)  # type: ignore[arg-type]
-    return ContentDeltaPayload(streamKind=kind, delta=text,  # type: ignore[arg-type]
+        return _ContentDeltaPayload(streamKind=kind, delta=text)  # type: ignore[arg-type]
+    return _ContentDeltaPayload(streamKind=kind, delta=text,  # type: ignore[arg-type]
                                contentIndex=UNSET if content is None else content,
                                summaryIndex=UNSET if summary is None else summary)
 
@@ -107,7 +111,7 @@ def delta(out: Emitter, at: At, kind: str, text: str, stream: str | None = None,
     item = at.item
     assert isinstance(item, str)
     if text:
-        out.emit(ContentDelta, _delta_payload(kind, text, content, summary), synthetic=synthetic,
+        out.emit(_ContentDelta, _delta_payload(kind, text, content, summary), synthetic=synthetic,
                  thread=at.thread, turn=at.turn, item=item, parent=at.parent, refs=at.refs)
     out.append(item, stream or kind, text, spool)
 
@@ -122,7 +126,7 @@ def snapshot(out: Emitter, at: At, kind: str, text: str, stream: str | None = No
     if len(text) <= carried:
         return
     part = text[carried:]
-    at.emit(out, ContentDelta, _delta_payload(kind, part, None, None))
+    at.emit(out, _ContentDelta, _delta_payload(kind, part, None, None))
     if out.extends(item, key, text):
         out.append(item, key, part)
     else:
@@ -135,7 +139,7 @@ def rest(out: Emitter, at: At, kind: str, final: str, stream: str | None = None,
     delta (nothing when they carried it all, or something else: never twice)."""
     part = out.rest(at.item_id, stream or kind, final)
     if part:
-        at.emit(out, ContentDelta, _delta_payload(kind, part, content, summary), True)
+        at.emit(out, _ContentDelta, _delta_payload(kind, part, content, summary), True)
 
 
 def taken(out: Emitter, item: str, stream: str, field: str = "output") -> dict[str, Any]:

@@ -129,6 +129,12 @@ _decode_json: Final = msgspec.json.Decoder().decode
 _PAYLOAD_ERRORS: Final = (KeyError, TypeError, AttributeError, ValueError, IndexError,
                           RecursionError)
 _MAX_TIME_MS: Final = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
+# names read at every record or event, as C statics (compiled, an imported name is a
+# dict lookup at each use: contract and topics are not compiled)
+_Session: Final = Session
+_TurnStarted: Final = TurnStarted
+_ModelRerouted: Final = ModelRerouted
+_TurnCompleted: Final = TurnCompleted
 
 
 def _native_kind(obj: dict[str, Any]) -> str:
@@ -332,7 +338,7 @@ def translate_record(
             epoch = -1  # the epoch is the time of the first record that gave events
     out._flush()
     return (
-        Session(seq=out.seq, watermark=offset, partition=partition, clockMs=out.clock_ms,
+        _Session(seq=out.seq, watermark=offset, partition=partition, clockMs=out.clock_ms,
                 epochMs=epoch, thread=thread, turn=turn, open=open_items, state=state,
                 streams=out.streams, marks=marks, version=_version_of(events, s_version),
                 held=out.held, model=model,
@@ -361,12 +367,12 @@ def _price_turns(events: list[_Event], model: str | None) -> str | None:
     canonical events name (turn.started, model.rerouted), whatever the runtime."""
     for k, ev in enumerate(events):
         kind = type(ev)
-        if kind is TurnStarted:
+        if kind is _TurnStarted:
             named = ev.payload.model  # type: ignore[attr-defined]
             model = named if isinstance(named, str) and named else model
-        elif kind is ModelRerouted:
+        elif kind is _ModelRerouted:
             model = ev.payload.toModel or model  # type: ignore[attr-defined]
-        elif kind is TurnCompleted:
+        elif kind is _TurnCompleted:
             p = ev.payload  # type: ignore[attr-defined]
             if p.cost is UNSET and p.tokens is not UNSET:
                 cost = computed_cost(p.tokens, model, ev.createdAt)

@@ -54,7 +54,7 @@ Streams (the conversation core's, adapters.core.emitter.Emitter; the state keeps
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from msgspec import UnsetType
 
@@ -256,7 +256,7 @@ def _msg_item(out: Emitter, n: int) -> str:
     return out.id("itm", "msg", str(n))
 
 
-_TEXT = "assistant_text"  # the reply's stream (spooled: see the module docstring)
+_TEXT: Final = "assistant_text"  # the reply's stream (spooled: see the module docstring)
 
 
 def _close_reply(state: State, out: Emitter) -> State:
@@ -388,7 +388,7 @@ def _on_tool_result(state: State, obj: dict[str, Any], out: Emitter) -> State:
     return _replace(state, tools={k: v for k, v in state.tools.items() if k != tool_id})
 
 
-_HANDLERS = {
+_HANDLERS: Final = {
     "init": _on_init,
     "message": _on_message,
     "tool_use": _on_tool_use,
@@ -398,4 +398,4 @@ _HANDLERS = {
 }
 
 #: Native types read on purpose and mapped to nothing (none: the stream has six).
-IGNORED: frozenset[str] = frozenset()
+IGNORED: Final[frozenset[str]] = frozenset()

@@ -61,7 +61,7 @@ duration, the model alias the run was started with).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from msgspec import Struct, UnsetType
 
@@ -498,7 +498,7 @@ def _on_notice(state: State, obj: dict[str, Any], out: Emitter) -> State:
 
 # ---- tables ----------------------------------------------------------------------
 
-_HANDLERS = {
+_HANDLERS: Final = {
     "user": _on_user,
     "gemini": _on_gemini,
     "warning": _on_notice,
@@ -509,4 +509,4 @@ _HANDLERS = {
 IGNORED_REASONS: dict[str, str] = {
     "info": "a notice the CLI showed (a command's feedback), not the conversation",
 }
-IGNORED: frozenset[str] = frozenset(IGNORED_REASONS)
+IGNORED: Final[frozenset[str]] = frozenset(IGNORED_REASONS)

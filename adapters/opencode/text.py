@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from adapters.core.contract import MalformedRecord
 from adapters.core.emitter import UNSET, Emitter
@@ -39,6 +39,10 @@ from topics.canonical import (
     ContentDeltaPayload,
     ItemPayload,
 )
+
+# read at every delta: C statics compiled, where an imported name is a dict lookup
+_ContentDelta: Final = ContentDelta
+_ContentDeltaPayload: Final = ContentDeltaPayload
 
 # ---- deltas --------------------------------------------------------------------------
 
@@ -153,8 +157,8 @@ def _advance(state: State, out: Emitter, pid: str, part: Part, *, snapshot: str 
     stream = "reasoning_text" if part.kind == "reasoning" else "assistant_text"
     at = _at(state, out, pid, part)
     if new:  # counted below, in the part's own short form or its stream (_add)
-        at.emit(out, ContentDelta,
-                ContentDeltaPayload(streamKind=stream, delta=new), forced)  # type: ignore[arg-type]
+        at.emit(out, _ContentDelta,
+                _ContentDeltaPayload(streamKind=stream, delta=new), forced)  # type: ignore[arg-type]
     if not (final or forced):
         if rebase is not None:
             out.drop(item, "text")

@@ -128,7 +128,7 @@ Modules (this one dispatches on the native type; each handler lives with what it
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from adapters.core.contract import MalformedRecord, Message
 from adapters.core.emitter import Emitter
@@ -245,7 +245,7 @@ def _on_failed(state: State, props: dict[str, Any], out: Emitter) -> State:
 # ---- the handler table ---------------------------------------------------------------
 
 
-_HANDLERS = {
+_HANDLERS: Final = {
     "server.connected": _on_server_connected,
     "server.instance.disposed": _on_disposed,
     "global.disposed": _on_disposed,
@@ -333,4 +333,4 @@ IGNORED_REASONS: dict[str, str] = {
 }
 
 
-IGNORED: frozenset[str] = frozenset(IGNORED_REASONS)
+IGNORED: Final[frozenset[str]] = frozenset(IGNORED_REASONS)

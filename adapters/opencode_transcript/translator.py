@@ -56,7 +56,7 @@ from adapters.opencode_transcript.state import State
 provider = "opencode-transcript"
 raw_source = "opencode.db"
 state_type = State
-IGNORED: frozenset[str] = frozenset()
+IGNORED: Final[frozenset[str]] = frozenset()
 
 _RING: Final = 16  # message ids remembered (State.done, State.refused)
 _VERSION: Final = re.compile(r"\.\d+$")  # the event type's version suffix

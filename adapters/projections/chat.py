@@ -328,7 +328,7 @@ def _on_turn_completed(state: ChatState, ev: Any, out: _Out) -> ChatState:
     return ChatState()
 
 
-_HANDLERS = {
+_HANDLERS: Final = {
     "item.started": _on_item_started,
     "item.updated": _on_item_updated,
     "item.completed": _on_item_completed,
