@@ -198,8 +198,12 @@ def seen_before(seen: list[int], digest: int) -> bool:
     session's digests in order, including those an earlier version stored (its 64-bit
     `_bytes_digest`: a restarted worker's sessions keep dropping the copies they dropped
     before)."""
-    for k in range(max(len(seen) - DEDUPE_KEPT, 0), len(seen)):
-        d = seen[k]
-        if d == digest or (d >= 0 and ~(d >> 2) == digest):
+    recent = seen if len(seen) <= DEDUPE_KEPT else seen[-DEDUPE_KEPT:]
+    if digest in recent:  # one C loop, interpreted as compiled
+        return True
+    if not recent or recent[0] < 0:
+        return False  # no digest of an earlier version: those are the oldest, never negative
+    for d in recent:
+        if d >= 0 and ~(d >> 2) == digest:
             return True
     return False

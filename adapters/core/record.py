@@ -177,11 +177,9 @@ _CONSTANTS: Final[dict[object, tuple[str, str, MessageId | None]]] = {}
 
 
 def _constants(translator: Translator[Any]) -> tuple[str, str, MessageId | None]:
-    """(provider, raw_source, message_id) of `translator`."""
-    known = _CONSTANTS.get(translator)
-    if known is None:
-        known = _CONSTANTS[translator] = (translator.provider, translator.raw_source,
-                                          translator.message_id)
+    """(provider, raw_source, message_id) of `translator`, kept in _CONSTANTS."""
+    known = _CONSTANTS[translator] = (translator.provider, translator.raw_source,
+                                      translator.message_id)
     return known
 
 
@@ -239,7 +237,8 @@ def translate_record(
     s_thread: str | None = fields[_THREAD]
     s_turn: str | None = fields[_TURN]
     s_version: str | None = fields[_VERSION]
-    provider, raw_source, message_id = _constants(translator)
+    known = _CONSTANTS.get(translator)
+    provider, raw_source, message_id = known if known is not None else _constants(translator)
     out = Emitter(provider, session_id, fields[_SEQ], clock_ms, include_raw, raw_source, epoch,
                   streams, spool, cap)
     out.version = s_version

@@ -40,22 +40,22 @@ def test_the_digest_of_bytes_is_the_empty_digest_extended_by_them(data: bytes,
 
 
 @settings(max_examples=300, deadline=None)
-@given(data=st.binary(max_size=300),
-       others=st.lists(st.tuples(st.binary(max_size=300), st.booleans()), max_size=24))
+@given(data=st.binary(max_size=300), others=st.lists(st.binary(max_size=300), max_size=24),
+       stored=st.integers(0, 24))
 def test_a_message_digest_is_a_small_negative_int_and_old_digests_still_match(
-        data: bytes, others: list[tuple[bytes, bool]]):
-    """The dedupe digest fits in 62 bits (compiled, a small int: compared in one
-    instruction) and is negative; a session stored by an earlier version holds 64-bit
-    `_bytes_digest` values, which match the same bytes all the same. Only the last
-    DEDUPE_KEPT digests count."""
+        data: bytes, others: list[bytes], stored: int):
+    """The dedupe digest fits in 62 bits (compiled, a small int) and is negative; a
+    session stored by an earlier version holds 64-bit `_bytes_digest` values (its
+    `stored` oldest digests, the rest this version's), which match the same bytes all the
+    same. Only the last DEDUPE_KEPT digests count."""
     digest = message_digest(data)
     assert -(2**62) <= digest < 0
     assert digest == ~(_bytes_digest(data) >> 2)
-    seen = [_bytes_digest(o) if old else message_digest(o) for o, old in others]
-    recent = [o for o, _ in others[-DEDUPE_KEPT:]]
+    seen = [_bytes_digest(o) if k < stored else message_digest(o) for k, o in enumerate(others)]
+    recent = others[-DEDUPE_KEPT:]
     assert seen_before(seen, digest) is (data in recent)
-    assert seen_before(seen + [_bytes_digest(data)], digest)
     assert seen_before(seen + [digest], digest)
+    assert seen_before([_bytes_digest(data)] + seen[-DEDUPE_KEPT + 1:], digest)
 
 
 def test_seen_before_is_exact_on_a_digest_its_old_form_only_nears():
@@ -68,3 +68,11 @@ def test_seen_before_is_exact_on_a_digest_its_old_form_only_nears():
     assert not seen_before([old ^ 4], message_digest(data))
     assert not seen_before([old ^ (1 << 63)], message_digest(data))
     assert not seen_before([message_digest(data) ^ 1], message_digest(data))
+
+
+def test_only_the_last_dedupe_kept_digests_count():
+    digests = [message_digest(b"m%d" % k) for k in range(DEDUPE_KEPT + 4)]
+    assert not seen_before(digests, digests[3])  # five back past the last 16
+    assert seen_before(digests, digests[4])
+    old = [_bytes_digest(b"m%d" % k) for k in range(DEDUPE_KEPT + 4)]
+    assert not seen_before(old, digests[3]) and seen_before(old, digests[4])
