@@ -47,6 +47,15 @@ class Stored(Struct, frozen=True, array_like=True, omit_defaults=True):
     never carry a stored struct."""
 
 
+def fields_in_order(cls: type[Struct], *names: str) -> None:
+    """Raise ImportError unless `cls`'s fields are `names`, in this order: the compiled
+    core reads a stored struct's fields by position (one `msgspec.structs.astuple` where
+    each attribute would be a generic lookup) and names the positions as constants."""
+    if cls.__struct_fields__ != names:
+        raise ImportError(f"{cls.__name__}'s fields moved: {cls.__struct_fields__}: update "
+                          "the constants that name their positions")
+
+
 class Stream(Stored, frozen=True, kw_only=True):
     """One text or output stream of an open item (Session.streams), as the conversation
     core (adapters.core.emitter.Emitter) tracks it: lengths and a digest of what it carried,

@@ -13,7 +13,7 @@ from typing import Any, Final
 import msgspec
 from msgspec import Struct, UnsetType
 
-from adapters.core.contract import Held, Message, Stream
+from adapters.core.contract import Held, Message, Stream, fields_in_order
 from adapters.core.ids import (
     _bytes_digest,
     _canonical_id,
@@ -86,10 +86,8 @@ _S_CUR_SIZE: Final = 7
 _S_CUT: Final = 8
 _S_SPOOLED: Final = 9
 _S_PEND: Final = 10
-if Stream.__struct_fields__ != ("chars", "size", "digest", "chunks", "head", "prev", "cur",
-                                "curSize", "cut", "spooled", "pend"):
-    raise ImportError(f"Stream's fields moved: {Stream.__struct_fields__}: update the "
-                      "indexes above")
+fields_in_order(Stream, "chars", "size", "digest", "chunks", "head", "prev", "cur", "curSize",
+                "cut", "spooled", "pend")
 
 
 # ---------------------------------------------------------------------------

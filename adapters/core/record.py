@@ -49,6 +49,7 @@ from adapters.core.contract import (
     Origin,
     Session,
     Stream,
+    fields_in_order,
 )
 from adapters.core.emitter import (
     DEFAULT_ITEM_CAP,
@@ -118,11 +119,8 @@ _SEEN: Final = 11
 _VERSION: Final = 12
 _HELD: Final = 13
 _MODEL: Final = 14
-if Session.__struct_fields__ != (
-        "seq", "watermark", "partition", "clockMs", "epochMs", "thread", "turn", "open",
-        "state", "streams", "marks", "seen", "version", "held", "model"):
-    raise ImportError(f"Session's fields moved: {Session.__struct_fields__}: update the "
-                      "indexes above")
+fields_in_order(Session, "seq", "watermark", "partition", "clockMs", "epochMs", "thread",
+                "turn", "open", "state", "streams", "marks", "seen", "version", "held", "model")
 _decode_json: Final = msgspec.json.Decoder().decode
 # what the payload check raises for a native value an event cannot carry (a ValueError:
 # msgspec's ValidationError; RecursionError: nested deeper than the encoder goes)

@@ -215,3 +215,15 @@ def test_copies_are_dropped_against_the_digests_an_earlier_version_stored():
              for m in msgs[:1]] * 2
     _, events, _ = translate_record(t, stored, "s", twice, offset=2, spool=spool)
     assert [e.payload.delta for e in events] == ["w0 "]
+
+
+def test_a_stored_struct_read_by_position_says_when_its_fields_move():
+    """The compiled core reads Session's and Stream's fields by position: a field added
+    or moved without updating those positions stops the import, naming the struct."""
+    from adapters.core.contract import Stream, fields_in_order
+
+    fields_in_order(Session, *Session.__struct_fields__)
+    with pytest.raises(ImportError, match="Stream's fields moved"):
+        fields_in_order(Stream, *reversed(Stream.__struct_fields__))
+    with pytest.raises(ImportError):
+        fields_in_order(Stream, *Stream.__struct_fields__, "extra")
