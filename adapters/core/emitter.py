@@ -46,6 +46,9 @@ from topics.canonical import (
 # they are msgspec's own objects.
 UNSET: Final = msgspec.UNSET
 replace: Final = msgspec.structs.replace
+# a struct's fields in one call, where each attribute read from compiled code is a
+# generic lookup (~160 instructions): the driver reads a Session's so, append a Stream's
+astuple: Final = msgspec.structs.astuple
 # and the canonical names the core reads at every event (topics is not compiled: each
 # imported name is a dict lookup, ~130 instructions)
 _SCHEMA_VERSION: Final = SCHEMA_VERSION
@@ -72,9 +75,7 @@ HOLD_MAX: Final = 8 * 1024
 #: The most characters one spooled chunk holds: at most 64 KiB of UTF-8, the bound on
 #: every table value (a record's appends to a stream share a chunk up to this).
 _CHUNK: Final = 16 * 1024
-# a Stream's fields in astuple's order: compiled, each attribute of a msgspec struct is
-# a generic lookup (callgrind: ~160 instructions); append reads them in one call
-_astuple: Final = msgspec.structs.astuple
+# a Stream's fields in astuple's order
 _S_CHARS: Final = 0
 _S_SIZE: Final = 1
 _S_DIGEST: Final = 2
@@ -427,7 +428,7 @@ class Emitter:
             st = Stream(spooled=spool)
         data = text.encode("utf-8", "surrogatepass")
         size = len(data)
-        f = _astuple(st)
+        f = astuple(st)
         before: int = f[_S_SIZE]
         new = replace(st, chars=f[_S_CHARS] + len(text), size=before + size,
                       digest=_extend(f[_S_DIGEST], data))
@@ -446,7 +447,7 @@ class Emitter:
         """Spool `text` (`size` bytes; the stream held `before` bytes) on the stream `st`
         whose lengths already count it: into the chunk this record is filling, or a new
         one; past the cap, the head is closed or the oldest tail segment dropped."""
-        f = _astuple(st)
+        f = astuple(st)
         head: int = f[_S_HEAD]
         cur_size: int = f[_S_CUR_SIZE]
         n: int = f[_S_CHUNKS]

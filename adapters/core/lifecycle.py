@@ -101,6 +101,13 @@ def _delta_payload(kind: str, text: str, content: int | None,
                                summaryIndex=UNSET if summary is None else summary)
 
 
+def emit_delta(out: Emitter, at: At, kind: str, text: str, synthetic: bool = False,
+               content: int | None = None, summary: int | None = None) -> None:
+    """A content.delta of `kind` (a streamKind) carrying `text` on the item `at` names,
+    nothing counted on its stream (the caller does, or `delta` below)."""
+    at.emit(out, _ContentDelta, _delta_payload(kind, text, content, summary), synthetic)
+
+
 def delta(out: Emitter, at: At, kind: str, text: str, stream: str | None = None,
           content: int | None = None, summary: int | None = None, synthetic: bool = False,
           spool: bool = True) -> None:
@@ -126,7 +133,7 @@ def snapshot(out: Emitter, at: At, kind: str, text: str, stream: str | None = No
     if len(text) <= carried:
         return
     part = text[carried:]
-    at.emit(out, _ContentDelta, _delta_payload(kind, part, None, None))
+    emit_delta(out, at, kind, part)
     if out.extends(item, key, text):
         out.append(item, key, part)
     else:
@@ -139,7 +146,7 @@ def rest(out: Emitter, at: At, kind: str, final: str, stream: str | None = None,
     delta (nothing when they carried it all, or something else: never twice)."""
     part = out.rest(at.item_id, stream or kind, final)
     if part:
-        at.emit(out, _ContentDelta, _delta_payload(kind, part, content, summary), True)
+        emit_delta(out, at, kind, part, True, content, summary)
 
 
 def taken(out: Emitter, item: str, stream: str, field: str = "output") -> dict[str, Any]:

@@ -58,6 +58,7 @@ from adapters.core.emitter import (
     UNSET,
     Emitter,
     _version_of,
+    astuple,
 )
 from adapters.core.ids import DEDUPE_KEPT, MessageId, message_digest, seen_before
 from adapters.core.pricing import computed_cost
@@ -102,7 +103,6 @@ class Translator(Protocol[S]):
 # The driver
 # ---------------------------------------------------------------------------
 
-_astuple: Final = msgspec.structs.astuple
 # Session's fields in astuple's order (translate_record reads them in one call)
 _SEQ: Final = 0
 _WATERMARK: Final = 1
@@ -212,7 +212,7 @@ def translate_record(
     # the session's fields in one call: compiled, reading them one by one is a generic
     # attribute lookup on a msgspec struct each (callgrind: 23 lookups, 7% of the adapter
     # core at one message a record), as is each attribute of a line (read once each)
-    fields = _astuple(session)
+    fields = astuple(session)
     watermark: int = fields[_WATERMARK]
     was_on: int = fields[_PARTITION]
     marks: dict[int, int] = fields[_MARKS]
@@ -264,7 +264,7 @@ def translate_record(
         data: bytes
         origin: Origin
         time_ms: int | None
-        data, origin, time_ms = _astuple(line)
+        data, origin, time_ms = astuple(line)
         mark, seq = len(events), out.seq
         out._begin_line()
         try:

@@ -4,12 +4,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any
 
 from adapters.core.contract import MalformedRecord
 from adapters.core.emitter import UNSET, Emitter
 from adapters.core.emitter import replace as _replace
-from adapters.core.lifecycle import At, complete_item, start_item
+from adapters.core.lifecycle import At, complete_item, emit_delta, start_item
 from adapters.core.spool import Whole, whole_fields
 from adapters.opencode.common import (
     _at,
@@ -35,14 +35,8 @@ from adapters.opencode.streams import (
 )
 from topics.canonical import (
     Author,
-    ContentDelta,
-    ContentDeltaPayload,
     ItemPayload,
 )
-
-# read at every delta: C statics compiled, where an imported name is a dict lookup
-_ContentDelta: Final = ContentDelta
-_ContentDeltaPayload: Final = ContentDeltaPayload
 
 # ---- deltas --------------------------------------------------------------------------
 
@@ -157,8 +151,7 @@ def _advance(state: State, out: Emitter, pid: str, part: Part, *, snapshot: str 
     stream = "reasoning_text" if part.kind == "reasoning" else "assistant_text"
     at = _at(state, out, pid, part)
     if new:  # counted below, in the part's own short form or its stream (_add)
-        at.emit(out, _ContentDelta,
-                _ContentDeltaPayload(streamKind=stream, delta=new), forced)  # type: ignore[arg-type]
+        emit_delta(out, at, stream, new, forced)
     if not (final or forced):
         if rebase is not None:
             out.drop(item, "text")
