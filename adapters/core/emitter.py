@@ -14,6 +14,7 @@ import msgspec
 from msgspec import Struct, UnsetType
 
 from adapters.core.contract import Held, Message, Stream, fields_in_order
+from adapters.core.hold import hold_point
 from adapters.core.ids import (
     _bytes_digest,
     _canonical_id,
@@ -59,6 +60,9 @@ _ContentDelta: Final = ContentDelta
 _ItemCompleted: Final = ItemCompleted
 _TurnCompleted: Final = TurnCompleted
 _SessionExited: Final = SessionExited
+#: the pipeline's hold policy when it redacts, called natively (compiled: a call through
+#: `self.hold` costs a Python call's argument parsing at every delta)
+_hold_point: Final = hold_point
 
 
 #: The most a spooled stream keeps of one item's text or output, in UTF-8 bytes (see
@@ -309,7 +313,6 @@ class Emitter:
                     parent: str | UnsetType, refs: ProviderRefs | UnsetType) -> None:
         hold = self.hold
         assert hold is not None
-        content, summary = payload.contentIndex, payload.summaryIndex
         # most deltas find nothing held and hold nothing back: their stream's key is only
         # built when something is (a tenth of the held-back path's cost, replay profile)
         key = ""
@@ -318,7 +321,7 @@ class Emitter:
             key = _held_key(item, payload)
             old = self.held.get(key)
         text = payload.delta if old is None else old.text + payload.delta
-        cut = hold(text)
+        cut = hold_point(text) if hold is _hold_point else hold(text)
         if len(text) - cut > HOLD_MAX:
             cut = len(text)
         if cut > 0:
@@ -330,6 +333,7 @@ class Emitter:
         if cut < len(text):
             if not key:
                 key = _held_key(item, payload)
+            content, summary = payload.contentIndex, payload.summaryIndex
             new = Held(text=text[cut:], kind=payload.streamKind,
                        content=content if isinstance(content, int) else None,
                        summary=summary if isinstance(summary, int) else None,
@@ -487,7 +491,8 @@ class Emitter:
         worker's spool redacts each chunk alone before storing it, issue 25)."""
         if self.hold is None or not chunk:
             return chunk, ""
-        cut = self.hold(chunk)
+        hold = self.hold
+        cut = hold_point(chunk) if hold is _hold_point else hold(chunk)
         if cut >= len(chunk) or len(chunk) - cut > HOLD_MAX:
             return chunk, ""
         return chunk[:cut], chunk[cut:]

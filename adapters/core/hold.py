@@ -13,6 +13,7 @@ interpreted (compiled: 0.40 -> 0.18 us a delta).
 from __future__ import annotations
 
 import re
+from typing import Final
 
 # ---- Held back (adapters.core.emitter.Emitter): where a delta's tail may start a secret -------
 #
@@ -23,12 +24,12 @@ import re
 # key's BEGIN without its END, or the last word when it begins one of those. It looks
 # at a bounded tail (HOLD_SCAN characters; a private key HOLD_KEY), so it costs the
 # same whatever the stream's length, and most deltas end in a plain word: nothing held.
-HOLD_SCAN = 512
-HOLD_KEY = 8 * 1024
-_TOKEN_PREFIXES = ("sk-", "sk_live_", "sk_test_", "rk_live_", "ghp_", "gho_", "ghu_", "ghs_",
+HOLD_SCAN: Final = 512
+HOLD_KEY: Final = 8 * 1024
+_TOKEN_PREFIXES: Final = ("sk-", "sk_live_", "sk_test_", "rk_live_", "ghp_", "gho_", "ghu_", "ghs_",
                    "ghr_", "github_pat_", "glpat-", "xoxb-", "xoxp-", "xoxa-", "xoxs-", "xoxr-",
                    "AKIA", "ASIA", "AIza", "npm_", "pypi-", "eyJ", "hf_", "SG.")
-_KEYWORDS = ("password", "passwd", "secret", "token", "api_key", "api-key", "apikey",
+_KEYWORDS: Final = ("password", "passwd", "secret", "token", "api_key", "api-key", "apikey",
              "access_key", "private_key", "authorization", "accountkey", "credential")
 _HOLD_TAILS = [re.compile(p) for p in (
     # a key by its prefix, its characters running to the end
@@ -52,17 +53,22 @@ _HOLD_TAILS = [re.compile(p) for p in (
 
 # what the last alternative of _HOLD_TAILS matches, whole (as written: it is not
 # case-blind), and the key prefixes without "-" (those with one need a "-" in the tail)
-_STARTS = frozenset(w[:n] for w in (*_KEYWORDS, *_TOKEN_PREFIXES, "github_pat_")
+_STARTS: Final = frozenset(w[:n] for w in (*_KEYWORDS, *_TOKEN_PREFIXES, "github_pat_")
                     for n in range(1, len(w) + 1))
-_PLAIN_PREFIXES = tuple(p for p in _TOKEN_PREFIXES if "-" not in p)
-_HOLD_TAIL = re.compile("|".join(f"(?:{rx.pattern})" for rx in _HOLD_TAILS))
-_PREFIX, _ASSIGNMENT, _FLAG, _URL, _START, _BEGIN = _HOLD_TAILS
-_KEYWORD = re.compile("(?i:" + "|".join(re.escape(k) for k in (*_KEYWORDS, "pwd")) + ")")
-_LOWER_KEYWORDS = tuple(k.lower() for k in (*_KEYWORDS, "pwd"))
+_PLAIN_PREFIXES: Final = tuple(p for p in _TOKEN_PREFIXES if "-" not in p)
+_HOLD_TAIL: Final = re.compile("|".join(f"(?:{rx.pattern})" for rx in _HOLD_TAILS))
+_PREFIX: Final = _HOLD_TAILS[0]
+_ASSIGNMENT: Final = _HOLD_TAILS[1]
+_FLAG: Final = _HOLD_TAILS[2]
+_URL: Final = _HOLD_TAILS[3]
+_START: Final = _HOLD_TAILS[4]
+_BEGIN: Final = _HOLD_TAILS[5]
+_KEYWORD: Final = re.compile("(?i:" + "|".join(re.escape(k) for k in (*_KEYWORDS, "pwd")) + ")")
+_LOWER_KEYWORDS: Final = tuple(k.lower() for k in (*_KEYWORDS, "pwd"))
 # what a key prefix's start can be, and how long a word of _STARTS can be: a start that
 # is neither is tried no further (_tail_start)
-_PREFIX_FIRST = frozenset(p[0] for p in _TOKEN_PREFIXES)
-_STARTS_MAX = max(len(w) for w in _STARTS)
+_PREFIX_FIRST: Final = frozenset(p[0] for p in _TOKEN_PREFIXES)
+_STARTS_MAX: Final = max(len(w) for w in _STARTS)
 
 
 def _has_keyword(tail: str) -> bool:
@@ -92,21 +98,31 @@ def hold_point(text: str) -> int:
     as its stream's spooled chunk): the last answer is kept for the very same string
     object (kept alive here, so its identity cannot be reused), which halves the calls'
     cost; a pure function, so the answer is the same."""
-    global _last
-    last = _last
-    if text is last[0]:
-        return last[1]
+    last = _LAST
+    if text is last.text:
+        return last.cut
     cut = _hold_point(text)
-    _last = (text, cut)
+    last.text = text
+    last.cut = cut
     return cut
 
 
-_last: tuple[str | None, int] = (None, 0)
+class _Answer:
+    """hold_point's last question and answer: the string (kept alive, so that its
+    identity cannot be reused) and where its tail begins. An object's attributes, not a
+    module global: compiled, a global is a dict lookup at each read and write."""
+
+    def __init__(self) -> None:
+        self.text: str | None = None
+        self.cut = 0
+
+
+_LAST: Final = _Answer()
 
 
 def _hold_point(text: str) -> int:
     n = len(text)
-    end = n - 1 if text.endswith("\n") else n
+    end = n - 1 if n and text[n - 1] == "\n" else n
     tail = text[n - HOLD_KEY:] if n > HOLD_KEY else text
     if not (":" in tail or "=" in tail or "-" in tail):
         # The common delta: no ":", "=" or "-" in the last HOLD_KEY characters, so no
@@ -186,6 +202,8 @@ def _may_start(last: str) -> bool:
     of its non-word characters, beginning with one of the key prefixes (those without
     "-") or being, whole, one of _STARTS. Each such start is tried; a plain word (the
     most common last word) has one."""
+    if last.isalnum():  # a plain word: its only start is its first character
+        return last in _STARTS or last.startswith(_PLAIN_PREFIXES)
     for j in _word_starts(last):
         rest = last[j:]
         if rest in _STARTS or rest.startswith(_PLAIN_PREFIXES):

@@ -44,7 +44,7 @@ import importlib
 import json
 import logging
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -69,6 +69,7 @@ from pipeline.privacy.rules import (
     SECRET_MEMBERS,
     secret_member,
 )
+from topics.canonical import ContentDelta
 from topics.records import DeadLetter
 
 #: The privacy room's API (the rules, the prefilter and the hold point are re-exported:
@@ -86,6 +87,29 @@ log = logging.getLogger(__name__)
 DEFAULT_BUDGET = 64
 _MASK_TEXT = MASK.decode()
 _ASSIGNMENT = next(r.pattern for r in RULES if r.name == "secret-assignment")
+
+
+
+
+class _Scanned(msgspec.Struct, omit_defaults=True, gc=False):
+    """What the redactor reads of a canonical event (Redactor.suspects): its fields but
+    ENVELOPE_FIELDS, which `_walk` skips. Checked at import against the event's fields."""
+
+    sessionId: Any = msgspec.UNSET
+    agentId: Any = msgspec.UNSET
+    parentAgentId: Any = msgspec.UNSET
+    providerRefs: Any = msgspec.UNSET
+    raw: Any = msgspec.UNSET
+    payload: Any = msgspec.UNSET
+
+
+if set(_Scanned.__struct_fields__) != set(ContentDelta.__struct_fields__) - ENVELOPE_FIELDS:
+    raise ImportError("Redactor.suspects reads the fields of a canonical event that are not "
+                      f"ENVELOPE_FIELDS: {sorted(set(ContentDelta.__struct_fields__) - ENVELOPE_FIELDS)}"
+                      f", not {list(_Scanned.__struct_fields__)}")
+_encode_lines = msgspec.json.Encoder().encode_lines
+_encode = msgspec.json.encode
+_UNSET = msgspec.UNSET
 
 
 # ---------------------------------------------------------------------------
@@ -152,18 +176,48 @@ class Redactor:
 
         return publish
 
-    def literal_span(self, data: bytes, pos: int = 0) -> tuple[int, int] | None:
-        """Where the first of the rules' literals in `data` from `pos` is, or None when
-        none is: then `apply` returns every encoded event wholly in `data[pos:]` (JSON
-        lines, as replay writes them) unchanged. One prefilter pass for many events:
-        each event's bytes are a part of `data`, so a literal in one of them is in
-        `data`, and the prefilter finds the leftmost, so no event that ends before the
-        span holds one (a literal across a line end only sends its lines the one-by-one
-        way: slower, the same bytes). (pos, pos) when no event can skip `apply` (a hook,
-        a rule without a provable literal)."""
+    def suspects(self, events: Sequence[Any]) -> list[int] | None:
+        """The positions, in order, of the canonical `events` that `apply` may change:
+        those whose fields outside the envelope hold one of the rules' literals. Every
+        other event's encoded bytes are what `apply` returns for it. None when any event
+        may change (a hook, a rule without a provable literal).
+
+        One prefilter pass over what the redactor reads of the events (`_Scanned`: the
+        fields `_walk` does not skip), each field encoded by msgspec as in the event, so
+        it holds the same JSON text there. The envelope (ids, times, counters: two
+        thirds of a delta's bytes, canonflow's own) is never scanned, and a session id or
+        providerRefs equal to the event before's is left out (the deltas of an item share
+        them): when one holds a literal, so do the events after it that left it out."""
         if self.hook is not None or (self._rules and self._always):
-            return pos, pos
-        return self._json_prefilter(data, pos) if self._rules else None
+            return None
+        if not self._rules or not events:
+            return []
+        sid = refs = None  # the last written
+        view = [_Scanned(_UNSET if (s := e.sessionId) == sid else (sid := s), e.agentId,
+                         e.parentAgentId, _UNSET if (r := e.providerRefs) == refs else (refs := r),
+                         e.raw, e.payload) for e in events]
+        data = _encode_lines(view)
+        prefilter = self._json_prefilter
+        found: list[int] = []
+        line = pos = 0  # the line that begins at pos
+        while (span := prefilter(data, pos)) is not None:
+            first = line + data.count(b"\n", pos, span[0])
+            end = data.find(b"\n", max(span[1] - 1, span[0]))  # the end of its last line
+            line = first + data.count(b"\n", span[0], end) + 1
+            found.extend(range(first, line))
+            pos = end + 1
+            # the events after it that left out its session id or providerRefs (equal
+            # to the one before's) hold what it holds
+            while line < len(view):
+                prev, v = events[line - 1], view[line]
+                if not ((v.sessionId is _UNSET and prefilter(_encode(prev.sessionId)) is not None)
+                        or (v.providerRefs is _UNSET and events[line].providerRefs is not _UNSET
+                            and prefilter(_encode(prev.providerRefs)) is not None)):
+                    break
+                found.append(line)
+                line += 1
+                pos = data.find(b"\n", pos) + 1
+        return found
 
     def apply(self, encoded: bytes) -> bytes:
         """The event to publish (JSON bytes): `encoded` itself when nothing matched.

@@ -173,8 +173,8 @@ def replay(provider: str, inputs: Iterable[tuple[str, IO[bytes]]], out: IO[bytes
     """Replay every input; returns the number of dead letters written to `err`.
 
     Canonical events are written a block read at a time: encoded as JSON lines in one
-    call, redacted through one prefilter pass over the block's lines, the lines that
-    may hold a rule's literal one by one (Redactor.literal_span; the bytes are the same
+    call, redacted through one prefilter pass over the block's events, the events that
+    may hold a rule's literal one by one (Redactor.suspects; the bytes are the same
     either way), and written at once.
 
     Raises WrongFormat for a capture file read as native messages (check_format, on
@@ -217,32 +217,25 @@ _encode_lines = msgspec.json.Encoder().encode_lines
 def _event_writer(out: IO[bytes], redactor: Redactor) -> Callable[[list[Any]], None]:
     """Writes canonical events as the worker publishes them (redacted).
 
-    The events are encoded at once (encode_event's bytes, each and a newline), and one
-    prefilter pass over them finds the first line that may hold a secret
-    (Redactor.literal_span): the lines before it are written as they are, the lines it
-    touches are redacted one by one (`apply` on each, as `publish` does), and the pass
-    goes on from the next line. A block with one URL in it no longer sends all of its
-    events the slow way."""
+    The events are encoded at once (encode_event's bytes, each and a newline), and
+    written as they are but for the ones the redactor says may hold a secret
+    (Redactor.suspects: one prefilter pass over the block's events, their envelopes
+    skipped), which are redacted one by one (`apply` on each, as `publish` does)."""
     apply = redactor.apply
-    span_of = redactor.literal_span
+    suspects = redactor.suspects
 
     def write(events: list[Any]) -> None:
         if not events:
             return
         data = _encode_lines(events)
-        size, pos = len(data), 0
-        while pos < size:
-            span = span_of(data, pos)
-            if span is None:
-                out.write(data[pos:] if pos else data)
-                return
-            first = data.rfind(b"\n", pos, span[0]) + 1 or pos  # the line it starts in
-            end = data.find(b"\n", max(span[1] - 1, first))  # the end of its last line
-            out.write(data[pos:first])
-            for line in data[first:end].split(b"\n"):
-                out.write(apply(line))
-                out.write(b"\n")
-            pos = end + 1
+        which = suspects(events)
+        if which == []:
+            out.write(data)
+            return
+        lines = data.split(b"\n")  # the last is the empty one after the last newline
+        for i in range(len(events)) if which is None else which:
+            lines[i] = apply(lines[i])
+        out.write(b"\n".join(lines))
 
     return write
 

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pipeline.tools import replay as replay_mod
 from pipeline.tools.bench_replay import claude_stream_json
@@ -70,7 +72,7 @@ def _one_by_one(data: bytes, monkeypatch, fmt: Format = "native") -> tuple[bytes
     """Replay as before blocks: every event published (redacted) on its own."""
     from pipeline.privacy.redact import Redactor
 
-    monkeypatch.setattr(Redactor, "literal_span", lambda self, data, pos=0: (pos, pos))
+    monkeypatch.setattr(Redactor, "suspects", lambda self, events: None)
     return _replay(data, 1 << 20, monkeypatch, 1 << 16, fmt)
 
 
@@ -128,3 +130,73 @@ def test_a_block_with_secrets_writes_what_publishing_each_event_writes(redactor)
         out = io.BytesIO()
         replay_mod._event_writer(out, r)(block)
         assert out.getvalue() == b"".join(publish(e)[0] + b"\n" for e in block)
+
+
+def test_the_suspects_are_the_events_whose_redacted_fields_hold_a_literal():
+    """Redactor.suspects scans what `apply` reads of each event (not its envelope; a
+    session id or providerRefs once for the events in a row that share it): it names
+    every event whose non-envelope fields, encoded, hold a literal, so every event
+    `apply` changes. A literal in the envelope (which `apply` never redacts) names none."""
+    from msgspec.structs import replace
+
+    from pipeline.privacy.redact import BUILTIN_PATTERNS, Redactor, _Scanned
+    from topics.payloads.base import ProviderRefs
+
+    secret = CORPUS[0].text
+    assert CORPUS[0].secrets and all(s in secret for s in CORPUS[0].secrets)
+    events = list(_EVENTS[:400])
+    events[0] = replace(events[0], sessionId="s " + secret)  # the first
+    events[-1] = replace(events[-1], providerRefs=ProviderRefs(providerItemId=secret))
+    for i in range(100, 105):  # five in a row share the same (equal) providerRefs
+        events[i] = replace(events[i], providerRefs=ProviderRefs(providerItemId="i " + secret))
+    events[200] = replace(events[200], agentId=secret)  # two in a row
+    events[201] = replace(events[201], parentAgentId="token: " + secret)
+    events[300] = replace(events[300], eventId="token: " + secret)  # the envelope
+    events[350:353] = [replace(e, sessionId="s2 " + secret) for e in events[350:353]]
+    r = Redactor(list(BUILTIN_PATTERNS))
+    which = r.suspects(events)
+
+    def fields(e) -> bytes:
+        return msgspec.json.encode(_Scanned(e.sessionId, e.agentId, e.parentAgentId,
+                                            e.providerRefs, e.raw, e.payload))
+
+    assert which == sorted(set(which))
+    literal = {i for i, e in enumerate(events) if r._json_prefilter(fields(e)) is not None}
+    assert {0, 100, 101, 102, 103, 104, 200, 201, 350, 351, 352, len(events) - 1} <= literal
+    assert set(which) == literal and 300 not in which
+    publish = r.publisher()
+    changed = [i for i, e in enumerate(events) if publish(e)[0] != msgspec.json.encode(e)]
+    assert literal - {300} <= set(changed) <= set(which)
+    out = io.BytesIO()
+    replay_mod._event_writer(out, r)(events)
+    assert out.getvalue() == b"".join(publish(e)[0] + b"\n" for e in events)
+    lines = out.getvalue().split(b"\n")
+    for s in CORPUS[0].secrets:  # left only where apply never looks
+        assert [i for i, line in enumerate(lines) if s.encode() in line] == [300]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 79), st.sampled_from(["sessionId", "refs", "agentId"]),
+                          st.integers(1, 6), st.integers(0, len(CORPUS) - 1)), max_size=6))
+def test_the_writer_is_publishing_each_event_whatever_shares_a_secret(runs):
+    """Secrets in runs of events that share a session id or equal providerRefs (the
+    fields Redactor.suspects checks once a run), anywhere in a block: the writer writes
+    what publishing each event writes."""
+    from msgspec.structs import replace
+
+    from pipeline.privacy.redact import BUILTIN_PATTERNS, Redactor
+    from topics.payloads.base import ProviderRefs
+
+    events = list(_EVENTS[:80])
+    for at, field, n, k in runs:
+        text = CORPUS[k].text
+        for i in range(at, min(at + n, len(events))):
+            e = events[i]
+            events[i] = (replace(e, sessionId=text) if field == "sessionId" else
+                         replace(e, agentId=text) if field == "agentId" else
+                         replace(e, providerRefs=ProviderRefs(providerTurnId=text)))
+    r = Redactor(list(BUILTIN_PATTERNS))
+    publish = r.publisher()
+    out = io.BytesIO()
+    replay_mod._event_writer(out, r)(events)
+    assert out.getvalue() == b"".join(publish(e)[0] + b"\n" for e in events)
