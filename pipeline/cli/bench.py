@@ -41,14 +41,15 @@ from pipeline.cli.common import load_settings, partitions_option, run_broker_opt
                    "then the same rates to a Faust passthrough that translates nothing, "
                    "the floor; and the cores each uses idle (about 110 s).")
 @click.option("--latency-rates", default="100,1000,5000", show_default=True,
-              help="With --latency: the rates offered, native messages per second.")
+              help="The rates the latency section offers, native messages per second; "
+                   "\"0\" skips it in the full run.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def bench(broker: str | None, partitions: int | None, messages: int, repeat: int, batch: int,
           fixtures: str | None, timeout: float, recovery_sessions: int, long_: bool,
           long_sizes: str, long_providers: str, replay_messages: int, replay_only: bool,
           latency_only: bool, latency_rates: str, as_json: bool) -> None:
     """Throughput and memory: adapter core, aiokafka and Faust ceilings, canonflow end to end,
-    the offline replay against a bare decode.
+    the offline replay against a bare decode, and the latency at fixed rates.
 
     With --long, only the long-session workload (pipeline/tools/bench_long.py); with
     --replay, only the offline replay (bench_replay.py); with --latency, only the
@@ -85,7 +86,9 @@ def bench(broker: str | None, partitions: int | None, messages: int, repeat: int
 
         result = run_bench(settings, messages=messages, repeat=repeat, batch=batch,
                            fixtures=where, timeout=timeout, say=_say,
-                           recovery_sessions=recovery_sessions, replay_messages=replay_messages)
+                           recovery_sessions=recovery_sessions, replay_messages=replay_messages,
+                           latency_rates=None if latency_rates.strip() == "0"
+                           else _rates(latency_rates))
         click.echo(json.dumps(result, indent=2) if as_json else format_report(result))
 
 

@@ -12,6 +12,10 @@ def format_report(r: dict[str, Any]) -> str:
         from pipeline.tools.bench_replay import format_replay_report
 
         lines += ["", *format_replay_report(r["replay"])]
+    if "latency" in r:
+        from pipeline.tools.bench_latency import format_latency_report
+
+        lines += ["", *format_latency_report(r["latency"])]
     return "\n".join(lines)
 
 

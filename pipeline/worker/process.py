@@ -248,6 +248,28 @@ class Repeats(logging.Filter):
 READY = "canonflow: ready"
 
 
+#: Allocations between two young-generation collections in a running worker (Python's
+#: default is 700). See _tune_gc.
+GC_YOUNG_THRESHOLD = 20_000
+
+
+def _tune_gc() -> None:
+    """The cyclic garbage collector, once the worker has started. A batch allocates
+    tens of thousands of short-lived objects (records, events, their encodings), which
+    reference counting frees, not the collector; with Python's defaults it ran every 700
+    allocations, each time walking the batch's live objects and, after at most 100 such
+    runs, all of the process's (the app, its tables, every module's objects). Here: what exists once
+    the worker is up is frozen (gc.freeze: never walked again; reference counting still
+    frees it), and the young generation is collected every GC_YOUNG_THRESHOLD
+    allocations. Measured (`canonflow bench`'s workload, 100k messages, alternated 4
+    times): up to 50 per record 18.6-18.8k -> 20.4-21.1k msg/s; one per record unchanged
+    (5.8-6.3k either way). py-spy had put 6% of the worker's samples in gc_collect_main."""
+    import gc
+
+    gc.freeze()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, 10, 10)
+
+
 def run_worker(settings: Settings, *, say: Callable[[str], None] = lambda s: print(
         s, file=sys.stderr, flush=True), hold: SignalHold | None = None) -> int:
     """Run the Faust worker in the foreground until SIGINT/SIGTERM; returns the exit
@@ -276,6 +298,7 @@ def run_worker(settings: Settings, *, say: Callable[[str], None] = lambda s: pri
     async def on_startup_finished() -> None:
         await started()
         if not said:
+            _tune_gc()
             said.append(True)
             say(f"{READY}: {web}")
 
