@@ -84,11 +84,14 @@ def bench(broker: str | None, partitions: int | None, messages: int, repeat: int
         from pipeline.tools.bench import run_bench
         from pipeline.tools.bench_report import format_report
 
+        rates = [] if latency_rates.strip() == "0" else _rates(latency_rates)
         result = run_bench(settings, messages=messages, repeat=repeat, batch=batch,
                            fixtures=where, timeout=timeout, say=_say,
-                           recovery_sessions=recovery_sessions, replay_messages=replay_messages,
-                           latency_rates=None if latency_rates.strip() == "0"
-                           else _rates(latency_rates))
+                           recovery_sessions=recovery_sessions, replay_messages=replay_messages)
+        if rates:  # last: the latency at fixed rates (bench_latency)
+            from pipeline.tools.bench_latency import run_latency_bench
+
+            result["latency"] = run_latency_bench(settings, rates=rates, fixtures=where, say=_say)
         click.echo(json.dumps(result, indent=2) if as_json else format_report(result))
 
 

@@ -260,8 +260,7 @@ def measure_stall_scan(fixtures: Path, sessions: int = 10_000, repeat: int = 5
 
 def run_bench(settings: Settings, *, messages: int, repeat: int, batch: int,
               fixtures: Path | None, timeout: float, say: Callable[[str], None],
-              recovery_sessions: int = 100_000, replay_messages: int = 0,
-              latency_rates: list[int] | None = None) -> dict[str, Any]:
+              recovery_sessions: int = 100_000, replay_messages: int = 0) -> dict[str, Any]:
     fixtures = fixtures or default_fixtures()
     sessions = build_workload(fixtures, messages)
     n = n_messages(sessions)
@@ -302,12 +301,6 @@ def run_bench(settings: Settings, *, messages: int, repeat: int, batch: int,
 
         say(f"offline replay: {replay_messages:,} claude stream-json messages")
         result["replay"] = run_replay_bench(replay_messages, repeat, say)
-    if latency_rates:
-        from pipeline.tools.bench_latency import run_latency_bench
-
-        say(f"latency at {', '.join(f'{r:,}' for r in latency_rates)} msg/s")
-        result["latency"] = run_latency_bench(settings, rates=latency_rates, fixtures=fixtures,
-                                              say=say)
     return result
 
 
