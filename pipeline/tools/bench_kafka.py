@@ -41,17 +41,28 @@ async def produce_all(settings: Settings, items: list[tuple[str, bytes, RawRecor
 
 class Observed(msgspec.Struct):
     records: list[Any]
-    first: float
-    last: float
+    first: float  # when the first fetch with a record returned
+    last: float  # when the last one did
+    first_fetched: int = 0  # the records of that first fetch
 
-    @property
-    def span(self) -> float:
-        return max(self.last - self.first, 1e-6)
+    def rate(self, units: float) -> float:
+        """`units` (the input's native messages) per second of output: the records after
+        the first fetch over the time from it to the last, as that share of `units` (the
+        first fetch's records were made before the clock started). Raises BenchError
+        when every record came in one fetch: nothing to time, the workload is too small."""
+        timed = len(self.records) - self.first_fetched
+        if timed <= 0 or self.last <= self.first:
+            raise BenchError(f"all {len(self.records)} outputs arrived in one fetch: too few "
+                             "to time (a larger --messages)")
+        return units * timed / len(self.records) / (self.last - self.first)
 
 
 async def observe(settings: Settings, topics: list[str], want: int, timeout: float,
-                   alive: Callable[[], bool] | None = None) -> Observed:
-    """Consume `topics` until `want` records arrived; notes first and last arrival."""
+                   alive: Callable[[], bool] | None = None,
+                   begin: Callable[[], None] | None = None) -> Observed:
+    """Consume `topics` until `want` records arrived; notes first and last arrival.
+    `begin` (what makes the records: a process to start) is called once this consumer
+    holds its partitions, so no output can be made before the observer watches."""
     from aiokafka import AIOKafkaConsumer
 
     from pipeline.cluster.admin import kafka_client_kwargs
@@ -63,22 +74,30 @@ async def observe(settings: Settings, topics: list[str], want: int, timeout: flo
     await consumer.start()
     got: list[Any] = []
     first = last = 0.0
+    first_fetched = 0
     deadline = time.monotonic() + timeout
     try:
+        if begin is not None:
+            while not consumer.assignment():
+                await asyncio.sleep(0.05)
+            for tp in consumer.assignment():
+                await consumer.position(tp)
+            begin()
         while len(got) < want and time.monotonic() < deadline:
             if alive is not None and not alive():
                 break
             batch = await consumer.getmany(timeout_ms=200, max_records=100_000)
             now = time.perf_counter()
+            fetched = sum(len(recs) for recs in batch.values())
+            if fetched and not got:
+                first, first_fetched = now, fetched
+            if fetched:
+                last = now
             for recs in batch.values():
-                if recs and not got:
-                    first = now
                 got.extend(recs)
-                if recs:
-                    last = now
     finally:
         await consumer.stop()
-    return Observed(got, first, last)
+    return Observed(got, first, last, first_fetched)
 
 
 def fresh_broker(settings: Settings) -> tuple[EmbeddedBroker | None, Settings]:
