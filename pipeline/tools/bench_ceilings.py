@@ -155,7 +155,8 @@ def run_passthrough(kind: str, settings: Settings, sessions: list[Session], batc
             # the aiokafka loop exits once it forwarded everything; only a crash ends
             # the observation early
             observed = asyncio.run(observe(live, [dst], len(items), timeout, begin=begin,
-                                           alive=lambda: procs[0].poll() in (None, 0)))
+                                           alive=lambda: all(p.poll() in (None, 0)
+                                                             for p in procs)))
         finally:
             for proc in procs:
                 stop(proc)

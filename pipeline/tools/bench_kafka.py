@@ -57,6 +57,17 @@ class Observed(msgspec.Struct):
         return units * timed / len(self.records) / (self.last - self.first)
 
 
+async def hold_partitions(consumer: Any, at_end: bool = False) -> None:
+    """Wait until `consumer` (subscribed, no group) holds its partitions and knows where
+    it reads each from (the end with `at_end`): what is produced from then on, it sees."""
+    while not consumer.assignment():
+        await asyncio.sleep(0.05)
+    if at_end:
+        await consumer.seek_to_end()
+    for tp in consumer.assignment():
+        await consumer.position(tp)
+
+
 async def observe(settings: Settings, topics: list[str], want: int, timeout: float,
                    alive: Callable[[], bool] | None = None,
                    begin: Callable[[], None] | None = None) -> Observed:
@@ -78,10 +89,7 @@ async def observe(settings: Settings, topics: list[str], want: int, timeout: flo
     deadline = time.monotonic() + timeout
     try:
         if begin is not None:
-            while not consumer.assignment():
-                await asyncio.sleep(0.05)
-            for tp in consumer.assignment():
-                await consumer.position(tp)
+            await hold_partitions(consumer)
             begin()
         while len(got) < want and time.monotonic() < deadline:
             if alive is not None and not alive():

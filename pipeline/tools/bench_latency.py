@@ -117,6 +117,7 @@ async def _arrivals(settings: Settings, ready: asyncio.Event, stop: Callable[[],
     from aiokafka import AIOKafkaConsumer
 
     from pipeline.cluster.admin import kafka_client_kwargs
+    from pipeline.tools.bench_kafka import hold_partitions
     from topics.catalog import CANONICAL_TOPIC
 
     consumer = AIOKafkaConsumer(CANONICAL_TOPIC, **kafka_client_kwargs(settings),
@@ -124,11 +125,7 @@ async def _arrivals(settings: Settings, ready: asyncio.Event, stop: Callable[[],
                                 enable_auto_commit=False, fetch_max_wait_ms=5)
     await consumer.start()
     try:
-        while not consumer.assignment():
-            await asyncio.sleep(0.05)
-        await consumer.seek_to_end()
-        for tp in consumer.assignment():
-            await consumer.position(tp)
+        await hold_partitions(consumer, at_end=True)
         ready.set()
         while not stop():
             batch = await consumer.getmany(timeout_ms=50, max_records=10_000)
