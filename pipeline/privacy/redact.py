@@ -158,23 +158,70 @@ class Redactor:
         """(the bytes to publish, the event they hold) for a canonical event: what the
         chat projection must see is what consumers see, so an event the redactor changed
         is decoded again from its redacted bytes (None if a hook made it undecodable)."""
-        from topics.canonical import decode_event, encode_event
+        from topics.canonical import encode_event
 
         if not self.active:
             return lambda event: (encode_event(event), event)
+        redacted = self._redacted()
+        return lambda event: redacted(encode_event(event), event)
+
+    def record_publisher(self) -> Callable[[Sequence[Any]], list[tuple[bytes, Any]]]:
+        """`publisher()` for the events of one record, in order: one prefilter scan over
+        all of their encoded bytes (`_matched`) names the events `apply` may change, and
+        only those go through it; every other event's bytes are what `apply` returns for
+        it. The worker's per-event scan cost 1.6 us an event, one scan a record 0.8."""
+        from topics.canonical import encode_event
+
+        publish = self.publisher()
+        if not self.active or self.hook is not None or self._always:
+            return lambda events: [publish(e) for e in events]
+        redacted, matched = self._redacted(), self._matched
+
+        def publish_all(events: Sequence[Any]) -> list[tuple[bytes, Any]]:
+            if len(events) < 2:
+                return [publish(e) for e in events]
+            out = [(encode_event(e), e) for e in events]
+            for i in matched([data for data, _ in out]):
+                out[i] = redacted(*out[i])
+            return out
+
+        return publish_all
+
+    def _redacted(self) -> Callable[[bytes, Any], tuple[bytes, Any]]:
+        """(the bytes to publish, the event they hold) for an encoded event and the event."""
+        from topics.canonical import decode_event
+
         apply = self.apply
 
-        def publish(event: Any) -> tuple[bytes, Any]:
-            encoded = encode_event(event)
-            redacted = apply(encoded)
-            if redacted is encoded:
-                return redacted, event
+        def redacted(encoded: bytes, event: Any) -> tuple[bytes, Any]:
+            out = apply(encoded)
+            if out is encoded:
+                return out, event
             try:
-                return redacted, decode_event(redacted)
+                return out, decode_event(out)
             except (msgspec.DecodeError, msgspec.ValidationError):
-                return redacted, None  # a hook's event that is no longer canonical
+                return out, None  # a hook's event that is no longer canonical
 
-        return publish
+        return redacted
+
+    def _matched(self, encoded: Sequence[bytes]) -> list[int]:
+        """The positions, in order, of the `encoded` events (JSON, one line each) in
+        which the JSON prefilter may match: one scan of them joined by line ends. A
+        match there that `apply`'s own scan of one event would find is found here too
+        (no rule is anchored; the character before an event is a line end, which `\b`
+        reads as it reads the start of the text), and a match that runs across a line end
+        names every event it touches; after a match the scan goes on at the next event."""
+        data = b"\n".join([*encoded, b""])
+        prefilter = self._json_prefilter
+        found: list[int] = []
+        line = pos = 0  # the event that begins at pos
+        while (span := prefilter(data, pos)) is not None:
+            first = line + data.count(b"\n", pos, span[0])
+            end = data.find(b"\n", max(span[1] - 1, span[0]))  # the end of its last line
+            line = first + data.count(b"\n", span[0], end) + 1
+            found.extend(range(first, line))
+            pos = end + 1
+        return found
 
     def suspects(self, events: Sequence[Any]) -> list[int] | None:
         """The positions, in order, of the canonical `events` that `apply` may change:

@@ -210,7 +210,7 @@ class Normalizer:
         self.summaries = summaries  # keep each session's summary (agents.sessions)
         self.headers = Headers(app_id, provider)  # CloudEvents, on every published record
         self.redactor = redactor if redactor is not None else Redactor.from_env()
-        self._publish = self.redactor.publisher()
+        self._publish = self.redactor.record_publisher()
         self.topic = raw_topic(provider)
         self.translator: Translator[Any] = get(provider)
         self.include_raw = include_raw
@@ -397,11 +397,11 @@ class Normalizer:
         A failure of the projection (a bug, never bad input: the events are ours) costs
         that event's chat records only; the canonical events are published all the same
         and the dead letter keeps the event."""
-        publish, head = self._publish, self.headers
+        head = self.headers
         out = _Published(chat_state)
         records, dead, record_headers = out.records, out.dead, out.record_headers
-        for e in events:
-            data, published = self._fitting(publish(e), key, partition, offset, origin,
+        for e, encoded in zip(events, self._publish(events), strict=True):
+            data, published = self._fitting(encoded, key, partition, offset, origin,
                                             time_ms, dead)
             records.append(data)
             # the envelope: never redacted (ids, seq, time); the type of what is

@@ -200,3 +200,50 @@ def test_the_writer_is_publishing_each_event_whatever_shares_a_secret(runs):
     out = io.BytesIO()
     replay_mod._event_writer(out, r)(events)
     assert out.getvalue() == b"".join(publish(e)[0] + b"\n" for e in events)
+
+
+@pytest.mark.parametrize("redactor", ["default", "hook", "no-literal pattern", "off"])
+def test_a_records_events_are_published_as_each_one_alone(redactor):
+    """The worker publishes a record's events through Redactor.record_publisher: one
+    prefilter scan for them all. It must publish exactly what publishing each event
+    alone publishes (bytes, and the event the chat projection sees), for records cut
+    around the secrets of the session and for the whole session as one record."""
+    from pipeline.privacy.redact import BUILTIN_PATTERNS, Redactor
+
+    r = {"default": Redactor(list(BUILTIN_PATTERNS)),
+         "hook": Redactor(list(BUILTIN_PATTERNS), _hook),
+         "no-literal pattern": Redactor([*BUILTIN_PATTERNS, r"[0-9]{40}"]),
+         "off": Redactor([])}[redactor]
+    one, record = r.publisher(), r.record_publisher()
+    want = [one(e) for e in _EVENTS]
+    secret = [i for i, (data, _) in enumerate(want) if data != msgspec.json.encode(_EVENTS[i])]
+    assert len(secret) > 20 or redactor == "off"
+    cuts = [(0, len(_EVENTS)), (0, 1), (0, 2)] + [
+        (max(0, i - k), i + j) for i in secret[:12] for k in (0, 1, 3) for j in (1, 2)]
+    for lo, hi in cuts:
+        assert record(_EVENTS[lo:hi]) == want[lo:hi], (lo, hi)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 39), st.sampled_from(["text", "sessionId", "eventId"]),
+                          st.integers(0, len(CORPUS) - 1)), max_size=5),
+       st.integers(1, 40))
+def test_a_record_with_secrets_anywhere_is_published_as_each_event_alone(secrets, size):
+    """Secrets put in events' text, session id or envelope (which `apply` never
+    redacts), in records of any size: the record publisher publishes what each event
+    published alone does."""
+    from msgspec.structs import replace
+
+    from pipeline.privacy.redact import BUILTIN_PATTERNS, Redactor
+
+    events = list(_EVENTS[:40])
+    for at, field, k in secrets:
+        text, e = CORPUS[k].text, events[at]
+        events[at] = (replace(e, sessionId=text) if field == "sessionId" else
+                      replace(e, eventId=text) if field == "eventId" else
+                      replace(e, agentId=text))
+    r = Redactor(list(BUILTIN_PATTERNS))
+    one, record = r.publisher(), r.record_publisher()
+    for lo in range(0, len(events), size):
+        block = events[lo:lo + size]
+        assert record(block) == [one(e) for e in block]
