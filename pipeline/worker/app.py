@@ -145,7 +145,8 @@ def _add_normalizer(app: faust.App, settings: Settings, provider: str,
                       app_id=settings.app_id, summaries=settings.sessions_enabled)
     name = f"normalize.{provider}"
     tables = Tables(table, items, step.redactor)
-    sessions = Sessions(Owed(tables, sink, name, partial(release_acks, app)))
+    counted = (fleet.windows, fleet.sessions) if fleet is not None else ()
+    sessions = Sessions(Owed(tables, sink, name, partial(release_acks, app), counted))
 
     def checkpoint() -> Checkpoint:
         return Checkpoint(name, provider, tables, sessions, sink, metrics, fleet)

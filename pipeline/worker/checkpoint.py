@@ -26,7 +26,14 @@ import msgspec
 
 from pipeline.ops.metrics import Item, WorkerMetrics
 from pipeline.privacy.redact import Redactor
-from pipeline.worker.faust_door import Entry, hold_ack, local, note_persisted, write_entries
+from pipeline.worker.faust_door import (
+    ChangelogRecord,
+    Entry,
+    hold_ack,
+    local,
+    note_persisted,
+    write_entries,
+)
 from pipeline.worker.fleet import Counted, FleetStage
 from pipeline.worker.normalize import BatchSpool, Output
 from pipeline.worker.output import OutputProducer, Record
@@ -125,7 +132,9 @@ class Checkpoint:
        the tombstones of the chunks the batch no longer needs (locally gone now), one
        delivery later still: a state not stored yet never names a chunk already gone.
     3. `count`: the delivered events into the fleet stage and the worker's metrics;
-       counting never stops a delivered batch from being acknowledged.
+       counting never stops a delivered batch from being acknowledged. The fleet
+       tables' changelog records are owed to the next delivery with the states (before,
+       Faust's producer sent each on its own: 3.5% of a batched worker's main thread).
     4. `acknowledge`: the batch is done. The agent then asks Faust for its next batch.
        Its records are acknowledged once its states are delivered (faust_door.hold_ack);
        a batch whose agent stops before this step is held back
@@ -241,7 +250,9 @@ class Checkpoint:
 
     async def count(self) -> None:
         if self.counted and self.fleet is not None:
-            await self.fleet.count(self.counted)
+            records: list[ChangelogRecord] = []
+            await self.fleet.count(self.counted, records)
+            self.sessions.owed.owe_counts(records)
         try:
             self.metrics.normalized(self.provider, self.name, self.records, self.lines,
                                     [*self.items, *self.summary_items], self.stamps,

@@ -69,7 +69,14 @@ import msgspec
 from pipeline.ops.metrics import Item, WorkerMetrics, event_type
 from pipeline.ops.prometheus import OTHER, Registry, clean_label
 from pipeline.settings import Settings
-from pipeline.worker.faust_door import acting_for, add_table, local, send_changelog
+from pipeline.worker.faust_door import (
+    ChangelogRecord,
+    acting_for,
+    add_table,
+    local,
+    send_changelog,
+    write_entries,
+)
 from pipeline.worker.fleet_counts import (
     CLOCK,
     HOPPING,
@@ -108,9 +115,15 @@ log = logging.getLogger("canonflow.fleet")
 #: Records per delivery of the publication.
 PUBLISH_CHUNK = 1000
 
-def _put(table: Any, key: bytes, partition: int, value: bytes | None) -> None:
-    """Write (None: delete with a tombstone) one entry in the given changelog partition."""
-    send_changelog(table, partition, key, value)
+def _put(table: Any, key: bytes, partition: int, value: bytes | None,
+         out: list[ChangelogRecord] | None = None) -> None:
+    """Write (None: delete with a tombstone) one entry in the given changelog partition:
+    its changelog record sent through Faust's producer, or, with `out`, appended there
+    for the caller to deliver (a normalize agent's batch: with its next delivery)."""
+    if out is None:
+        send_changelog(table, partition, key, value)
+    else:
+        out.extend(write_entries(table, [(key, partition, value, None)]))
 
 
 
@@ -172,18 +185,21 @@ class FleetStage:
 
     # -- per batch --------------------------------------------------------------
 
-    async def count(self, events: list[Counted]) -> None:
+    async def count(self, events: list[Counted],
+                    out: list[ChangelogRecord] | None = None) -> None:
         """Count one batch; a failure is logged, never raised: counting must not stop
-        the stream it reads. Nothing here waits: the agents never wait for the stage."""
+        the stream it reads. Nothing here waits: the agents never wait for the stage.
+        With `out`, the tables' changelog records go there (see `_put`)."""
         t0 = time.perf_counter()
         try:
-            self.process(events)
+            self.process(events, out)
         except Exception:
             log.exception("fleet: a batch could not be counted")
         if self.metrics is not None:
             self.metrics.counted("fleet", len(events), time.perf_counter() - t0)
 
-    def process(self, events: Iterable[Counted]) -> int:
+    def process(self, events: Iterable[Counted],
+                out: list[ChangelogRecord] | None = None) -> int:
         """Count a batch of canonical events into the pane table, each event on its own:
         one that fails costs its own counts (logged, and counted in
         `canonflow_fleet_uncounted_events_total`). Returns the number of late events
@@ -201,7 +217,7 @@ class FleetStage:
                 if not failed:
                     log.exception("fleet: an event of %r could not be counted", counted.key)
                 failed += 1
-        failed += self._write(batch)
+        failed += self._write(batch, out)
         if late:
             self.gauges.late.inc((), late)
         if failed:
@@ -301,9 +317,9 @@ class FleetStage:
             self.models = models
         return self.models
 
-    def _write(self, batch: Batch) -> int:
-        """Write the batch's panes and sessions; returns the events of the panes that
-        could not be written."""
+    def _write(self, batch: Batch, out: list[ChangelogRecord] | None) -> int:
+        """Write the batch's panes and sessions (their changelog records: see `_put`);
+        returns the events of the panes that could not be written."""
         windows, sessions, failed = self.windows, self.sessions, 0
         for pkey, fields in batch.acc.items():
             try:
@@ -316,7 +332,7 @@ class FleetStage:
                 acting_for(last.source)
                 offset = last.offset if last.offset is not None else (
                     prior.offset if prior is not None else -1)
-                _put(windows, pkey, p, encode(Stored(offset, merge(base, fields))))
+                _put(windows, pkey, p, encode(Stored(offset, merge(base, fields))), out)
                 self.dirty.add(pkey)
             except Exception:
                 log.exception("fleet: pane %r could not be written", pkey)
@@ -326,9 +342,9 @@ class FleetStage:
                 acting_for(event)
                 if session is None:
                     if key in local(sessions):
-                        _put(sessions, key, p, None)
+                        _put(sessions, key, p, None, out)
                 elif changed:
-                    _put(sessions, key, p, encode(session))
+                    _put(sessions, key, p, encode(session), out)
             except Exception:
                 log.exception("fleet: session %r could not be stored", key)
         return failed

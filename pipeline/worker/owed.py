@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from pipeline.worker.faust_door import ChangelogRecord, note_persisted
@@ -45,9 +45,11 @@ class Owed:
     agent shares with its scans (checkpoint.Sessions.lock)."""
 
     def __init__(self, tables: Any, sink: OutputProducer, name: str,
-                 release: Callable[[Iterable[Any]], None]):
-        # tables: the agent's checkpoint.Tables (its sessions' and items' tables)
+                 release: Callable[[Iterable[Any]], None], counted: Sequence[Any] = ()):
+        # tables: the agent's checkpoint.Tables (its sessions' and items' tables);
+        # counted: the fleet stage's tables, whose records a batch's count owes too
         self.tables, self.sink, self.name = tables, sink, name
+        self.persisted = [tables.items, tables.sessions, *counted]
         self.release = release  # acknowledges held records (faust_door.release_acks)
         self.states: list[ChangelogRecord] = []  # the last batch's, written locally
         self.held: list[Any] = []  # that batch's records, acknowledged with its states
@@ -65,6 +67,11 @@ class Owed:
         `dropped`, and holds `held` until they are delivered."""
         self.states, self.dropped, self.held = states, dropped, held
 
+    def owe_counts(self, records: list[ChangelogRecord]) -> None:
+        """The fleet stage's changelog records of the batch that owes its states (its
+        count, after `owe`): delivered with them, before its records are acknowledged."""
+        self.states.extend(records)
+
     async def deliver(self, records: list[Record], puts: list[ChangelogRecord]) -> None:
         """Deliver `records` (a batch's output, with `puts`, the chunks it wrote) with
         what is owed: the tombstones ready before them, the states after. Then the
@@ -76,7 +83,7 @@ class Owed:
         records = [*self.ready, *records, *self.states]
         if records:
             ends = await self.sink.publish(records, self.name, exact_ends=self.sink.exact_ends)
-            note_persisted([self.tables.items, self.tables.sessions], ends)
+            note_persisted(self.persisted, ends)
         self.release(self.held)
         self.ready, self.dropped, self.states, self.held = self.dropped, [], [], []
         self.last = time.monotonic()

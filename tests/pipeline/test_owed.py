@@ -91,6 +91,37 @@ def test_states_ride_after_the_next_output_and_tombstones_one_delivery_later():
     assert tables.sessions.data.persisted and tables.items.data.persisted
 
 
+def test_a_batchs_fleet_counts_ride_with_its_states_before_its_records_are_acknowledged():
+    """The fleet stage's changelog records of a batch (its count, after `owe`) go in the
+    next delivery with the batch's states, and the batch's records are acknowledged only
+    once they are delivered; their tables' persisted offsets are noted as the sessions'
+    are (a RocksDB store recovers from there)."""
+    sink, released = _Sink(), []
+    tables = SimpleNamespace(sessions=_table("sessions-changelog"),
+                             items=_table("items-changelog"))
+    windows, fleet_sessions = _table("windows-changelog"), _table("fleet-sessions-changelog")
+    owed = Owed(tables, sink, "normalize.test", released.extend, (windows, fleet_sessions))
+    pane = ("windows-changelog", b"pane", b"p|claude|m|0|0", 0, None)
+    fleet_state = ("fleet-sessions-changelog", b"model", b"s", 0, None)
+
+    async def main() -> None:
+        await owed.deliver([_out(1)], [])
+        owed.owe([_state(b"s")], [], ["m1"])
+        owed.owe_counts([pane, fleet_state])
+        assert released == [] and sink.deliveries == [[_out(1)]]
+        await owed.deliver([_out(2)], [])
+        assert sink.deliveries[-1] == [_out(2), _state(b"s"), pane, fleet_state]
+        assert released == ["m1"]
+        owed.owe([], [], ["m2"])
+        owed.owe_counts([pane])
+        assert owed
+        await owed.flush()
+        assert sink.deliveries[-1] == [pane] and released == ["m1", "m2"]
+
+    asyncio.run(main())
+    assert windows.data.persisted and fleet_sessions.data.persisted
+
+
 def test_a_chunk_written_again_is_not_tombstoned_after_it():
     owed, sink, _, _ = _owed()
     put = ("items-changelog", b"chunk", b"c1", 0, None)
