@@ -52,7 +52,10 @@ def _broker(r: dict[str, Any]) -> list[str]:
         f"  (4) canonflow, {w['batch']} messages/record    "
         f"{r['canonflow_batched_msgs_per_s']:>12,.0f}",
         f"      (up to {w['batch']}: {w['messages_per_batched_record']:.1f} on average, a "
-        f"record ends where the other side speaks)",
+        f"record ends where the other side speaks;",
+        f"       the workload {w.get('batched_messages', w['messages']) // w['messages']} times "
+        f"over, as sessions of their own: {w.get('batched_messages', w['messages']):,} "
+        f"messages)",
         f"  (4) same, two workers in one group   {r['canonflow_two_workers_msgs_per_s']:>12,.0f}",
         "",
         f"ratio (4 batched)/(2) = {r['ratios']['batched_vs_aiokafka']:.2f}   "

@@ -69,7 +69,7 @@ def test_a_rate_is_timed_from_the_first_fetch_and_a_single_fetch_is_not_a_rate()
 def test_report_names_the_ratios():
     result = {
         "workload": {"messages": 10, "sessions": 1, "batch": 50, "repeat": 1, "partitions": 4,
-                     "messages_per_batched_record": 5.0},
+                     "messages_per_batched_record": 5.0, "batched_messages": 50},
         "adapter_build": "mypyc",
         "adapter_core_msgs_per_s": {"mix": 1.0},
         "adapter_core_interpreted_msgs_per_s": 0.8,
@@ -84,6 +84,7 @@ def test_report_names_the_ratios():
     assert "(4 batched)/(2) = 0.40" in text and "(4 single)/(3) = 0.90" in text
     assert "within each run: (4 batched)/(2) 0.43 0.29, (4 single)/(3) 1.62 1.49" in text
     assert "5.0 on average" in text
+    assert "the workload 5 times over, as sessions of their own: 50 messages" in text
     assert "adapter core (offline, one core, mypyc)" in text
     assert "mix, the same source interpreted" in text
 
