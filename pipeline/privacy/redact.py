@@ -117,6 +117,16 @@ _UNSET = msgspec.UNSET
 # ---------------------------------------------------------------------------
 
 
+def _lines_hit(data: bytes, span: tuple[int, int], line: int, pos: int
+               ) -> tuple[int, int, int]:
+    """For a prefilter match `span` found from `pos`, where line `line` begins, in `data`
+    (lines, each ending in a line end): the first line the match touches, the line after
+    its last, and where that line begins (the scan goes on there)."""
+    first = line + data.count(b"\n", pos, span[0])
+    end = data.find(b"\n", max(span[1] - 1, span[0]))  # the end of its last line
+    return first, first + data.count(b"\n", span[0], end) + 1, end + 1
+
+
 class Redactor:
     """Applies the rules, the structured-value rule and the hook to encoded events,
     and the rules to dead letters."""
@@ -216,11 +226,8 @@ class Redactor:
         found: list[int] = []
         line = pos = 0  # the event that begins at pos
         while (span := prefilter(data, pos)) is not None:
-            first = line + data.count(b"\n", pos, span[0])
-            end = data.find(b"\n", max(span[1] - 1, span[0]))  # the end of its last line
-            line = first + data.count(b"\n", span[0], end) + 1
+            first, line, pos = _lines_hit(data, span, line, pos)
             found.extend(range(first, line))
-            pos = end + 1
         return found
 
     def suspects(self, events: Sequence[Any]) -> list[int] | None:
@@ -248,11 +255,8 @@ class Redactor:
         found: list[int] = []
         line = pos = 0  # the line that begins at pos
         while (span := prefilter(data, pos)) is not None:
-            first = line + data.count(b"\n", pos, span[0])
-            end = data.find(b"\n", max(span[1] - 1, span[0]))  # the end of its last line
-            line = first + data.count(b"\n", span[0], end) + 1
+            first, line, pos = _lines_hit(data, span, line, pos)
             found.extend(range(first, line))
-            pos = end + 1
             # the events after it that left out its session id or providerRefs (equal
             # to the one before's) hold what it holds
             while line < len(view):
