@@ -1,5 +1,6 @@
-"""What a normalize agent's delivered batches still owe: their session states'
-changelog records, the item chunks they dropped, and their records' acknowledgements.
+"""What a normalize agent's delivered batches still owe: their session states' and
+fleet counts' changelog records, the item chunks they dropped, and their records'
+acknowledgements.
 
 A batch's output is delivered first (pipeline.worker.checkpoint); its new session states
 are then written to the local table at once, but their changelog records ride in the
