@@ -182,14 +182,12 @@ class Redactor:
         it. The worker's per-event scan cost 1.6 us an event, one scan a record 0.8."""
         from topics.canonical import encode_event
 
-        publish = self.publisher()
         if not self.active or self.hook is not None or self._always:
+            publish = self.publisher()
             return lambda events: [publish(e) for e in events]
         redacted, matched = self._redacted(), self._matched
 
         def publish_all(events: Sequence[Any]) -> list[tuple[bytes, Any]]:
-            if len(events) < 2:
-                return [publish(e) for e in events]
             out = [(encode_event(e), e) for e in events]
             for i in matched([data for data, _ in out]):
                 out[i] = redacted(*out[i])

@@ -43,6 +43,7 @@ def _core(r: dict[str, Any]) -> list[str]:
 def _broker(r: dict[str, Any]) -> list[str]:
     """The ceilings and canonflow through the broker (2-4), and their ratios."""
     w = r["workload"]
+    batched = w.get("batched_messages", w["messages"])  # the batched runs' workload
     lines = [
         "",
         "through the broker                       msg/s",
@@ -53,9 +54,8 @@ def _broker(r: dict[str, Any]) -> list[str]:
         f"{r['canonflow_batched_msgs_per_s']:>12,.0f}",
         f"      (up to {w['batch']}: {w['messages_per_batched_record']:.1f} on average, a "
         f"record ends where the other side speaks;",
-        f"       the workload {w.get('batched_messages', w['messages']) // w['messages']} times "
-        f"over, as sessions of their own: {w.get('batched_messages', w['messages']):,} "
-        f"messages)",
+        f"       the workload {batched // w['messages']} times over, as sessions of their "
+        f"own: {batched:,} messages)",
         f"  (4) same, two workers in one group   {r['canonflow_two_workers_msgs_per_s']:>12,.0f}",
         "",
         f"ratio (4 batched)/(2) = {r['ratios']['batched_vs_aiokafka']:.2f}   "
