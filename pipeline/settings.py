@@ -172,6 +172,10 @@ _BOOL = {"1": True, "true": True, "yes": True, "on": True,
          "0": False, "false": False, "no": False, "off": False, "": False}
 
 
+_FIELD_TYPES: dict[str, Any] = {f.name: f.type for f in msgspec.structs.fields(Settings)}
+_KINDS: dict[Any, str] = {int: "an integer", float: "a number"}
+
+
 def from_env(env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
     """Settings from CANONFLOW_* variables, then explicit overrides (None = not given).
 
@@ -192,7 +196,16 @@ def from_env(env: Mapping[str, str] | None = None, **overrides: Any) -> Settings
         else:
             values[field.name] = raw
     values.update({k: v for k, v in overrides.items() if v is not None})
-    settings = msgspec.convert(values, Settings, strict=False)
+    try:
+        settings = msgspec.convert(values, Settings, strict=False)
+    except msgspec.ValidationError as e:  # "Expected `int`, got `str` - at `$.partitions`"
+        why, _, where = str(e).partition(" - at `$.")
+        name = where.rstrip("`")
+        if name not in values:
+            raise ValueError(str(e)) from None
+        kind = _KINDS.get(_FIELD_TYPES.get(name))
+        raise ValueError(f"CANONFLOW_{name.upper()}={values[name]!r} is not {kind}" if kind
+                         else f"CANONFLOW_{name.upper()}={values[name]!r}: {why}") from None
     for name, least in _LEAST.items():
         if getattr(settings, name) < least:
             raise ValueError(f"{name} is {getattr(settings, name)}: it must be at least {least} "
@@ -208,6 +221,15 @@ def from_env(env: Mapping[str, str] | None = None, **overrides: Any) -> Settings
     if unknown:
         raise ValueError(f"unknown providers {sorted(unknown)}; known: {', '.join(PROVIDERS)}")
     return settings
+
+
+def item_cap_from_env(env: Mapping[str, str] | None = None) -> int:
+    """CANONFLOW_ITEM_CAP, checked as `from_env` checks it, alone: the offline
+    translations (replay, import) cut an item where the worker does, and need none of
+    the worker's other settings to be valid. Raises ValueError for a bad value."""
+    env = os.environ if env is None else env
+    raw = env.get("CANONFLOW_ITEM_CAP")
+    return from_env({} if raw is None else {"CANONFLOW_ITEM_CAP": raw}).item_cap
 
 
 def to_env(settings: Settings) -> dict[str, str]:

@@ -37,6 +37,21 @@ def load_settings(**overrides: object):  # noqa: ANN202
         raise click.UsageError(str(e)) from None
 
 
+def check_translation_env() -> None:
+    """The settings a translation reads from the environment, as the worker reads them
+    (CANONFLOW_REDACT and its companions, CANONFLOW_ITEM_CAP), checked before any input
+    is read or any broker started: a bad one is a usage error, one line, not a traceback
+    once the work has begun."""
+    from pipeline.privacy.redact import Redactor
+    from pipeline.settings import item_cap_from_env
+
+    try:
+        Redactor.from_env()
+        item_cap_from_env()
+    except ValueError as e:  # RedactionError is one
+        raise click.UsageError(str(e)) from None
+
+
 def on_broker(settings: Any, coro: Coroutine[Any, Any, T]) -> T:
     """Run `coro` (which talks to the broker of `settings`); a broker that does not
     answer, or refuses, is one line (BrokerUnreachable, or exit 1), not a traceback.

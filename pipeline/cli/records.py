@@ -10,6 +10,7 @@ import click
 
 from pipeline.cli.common import (
     broker_option,
+    check_translation_env,
     for_cluster,
     load_settings,
     on_broker,
@@ -42,6 +43,7 @@ def replay(provider: str, fmt: str, session: str | None, include_raw: bool, view
     from pipeline.tools.replay import WrongFormat
     from pipeline.tools.replay import replay as run_replay
 
+    check_translation_env()
     opened: list[tuple[str, IO[bytes]]] = []
     try:
         for path in files or ("-",):
@@ -114,6 +116,7 @@ def import_(runtime: str | None, session: str | None, view: str, include_raw: bo
     every run. Exit status 0 unless a path cannot be read."""
     from pipeline.tools.importer import run_import
 
+    check_translation_env()
     sys.exit(run_import(list(paths), sys.stdout.buffer, sys.stderr.buffer, runtime=runtime,
                         session=session, view=view, include_raw=include_raw))  # type: ignore[arg-type]
 

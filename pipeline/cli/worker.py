@@ -7,7 +7,13 @@ import sys
 
 import click
 
-from pipeline.cli.common import INTERRUPTED, load_settings, partitions_option, run_broker_option
+from pipeline.cli.common import (
+    INTERRUPTED,
+    check_translation_env,
+    load_settings,
+    partitions_option,
+    run_broker_option,
+)
 
 
 @click.command()
@@ -36,6 +42,7 @@ def run(broker: str | None, partitions: int | None, include_raw: bool | None,
 
     settings = load_settings(broker=broker, partitions=partitions, include_raw=include_raw,
                          web_port=web_port, web_enabled=False if no_web else None)
+    check_translation_env()
     if settings.web_enabled and port_in_use(settings.web_host, settings.web_port):
         raise click.ClickException(f"cannot listen on {settings.web_host}:{settings.web_port}"
                                    " (the worker's web server): the port is in use; "
@@ -99,4 +106,6 @@ def demo(timeout: float) -> None:
     """Embedded broker + worker + the bundled sample sessions, shown as they arrive."""
     from pipeline.tools.demo import run_demo
 
-    sys.exit(run_demo(load_settings(), timeout=timeout))
+    settings = load_settings()
+    check_translation_env()
+    sys.exit(run_demo(settings, timeout=timeout))

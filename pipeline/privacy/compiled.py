@@ -73,6 +73,7 @@ def _options(max_mem: int = 64 << 20, never_capture: bool = False) -> Any:
     opts = re2.Options()
     opts.max_mem = max_mem  # room for the DFA: a DFA out of memory would fall back to NFA
     opts.never_capture = never_capture
+    opts.log_errors = False  # a bad pattern is RedactionError's one line, not RE2's log too
     return opts
 
 
@@ -80,8 +81,10 @@ def compile_pattern(pattern: str, **options: Any) -> Any:
     try:
         return re2.compile(pattern.encode(), _options(**options))
     except re2.error as e:
+        why = e.args[0] if e.args else ""
+        why = why.decode(errors="replace") if isinstance(why, bytes) else str(why)
         raise RedactionError(f"invalid redaction pattern {pattern!r} (RE2 syntax: no "
-                             f"look-around or back-references): {e}") from None
+                             f"look-around or back-references): {why}") from None
 
 
 def _alternation(literals: Iterable[str], *patterns: str) -> str:

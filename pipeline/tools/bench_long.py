@@ -88,12 +88,12 @@ class Replayed(msgspec.Struct):
 
 
 def replay_session(session: LongSession, lines: Iterable[Line] | None = None,
-                   session_id: str | None = None) -> Replayed:
+                   session_id: str | None = None, cap: int | None = None) -> Replayed:
     """`canonflow replay --format capture` of the session (its Replayer, the worker's
-    default redaction, the chat view): its canonical events and chat records. Raises
-    BenchError on a dead letter."""
+    default redaction, the chat view; items cut at `cap`, else CANONFLOW_ITEM_CAP's):
+    its canonical events and chat records. Raises BenchError on a dead letter."""
     sid = session_id or session.session_id
-    rep = Replayer(session.provider)
+    rep = Replayer(session.provider, cap=cap)
     chat = ChatView()
     publish = Redactor.from_env({}).publisher()  # the worker's: CANONFLOW_* not inherited
     events: list[bytes] = []
@@ -250,7 +250,7 @@ def run_long_session(settings: Settings, session: LongSession, expected: Replaye
         ensure_topics(live)
         warm_lines = captured_lines(fixtures, session.provider)
         warm_sid = f"{_WARMUP}-{session.session_id}"
-        warm_events = len(replay_session(session, warm_lines, warm_sid).events)
+        warm_events = len(replay_session(session, warm_lines, warm_sid, live.item_cap).events)
         warmup = [RawRecord(ln.data, ln.origin, ln.time_ms) for ln in warm_lines]
         worker = WorkerProcess(live, log_path=log.name).start()
         try:
@@ -329,7 +329,7 @@ def run_long_bench(settings: Settings, *, sizes: Iterable[int] = SIZES,
     for size in sizes:
         for provider in providers:
             session = long_session(fixtures, provider, size)
-            expected = replay_session(session)
+            expected = replay_session(session, cap=settings.item_cap)
             check_session(session, expected)
             say(f"{session.session_id}: {len(session.lines):,} records, "
                 f"{session.native_bytes / 2**20:.1f} MiB native, replay checked "
@@ -341,6 +341,7 @@ def run_long_bench(settings: Settings, *, sizes: Iterable[int] = SIZES,
     return {
         "workload": {"sizes": [size_label(n) for n in sizes], "providers": providers, "chunk": CHUNK,
                      "whole_max": WHOLE_MAX, "batch_max": 1, "partitions": settings.partitions,
+                     "item_cap": settings.item_cap,
                      "seconds": time.monotonic() - start},
         "targets": TARGETS,
         "sessions": rows,

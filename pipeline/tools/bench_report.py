@@ -107,7 +107,8 @@ def format_long_report(r: dict[str, Any]) -> str:
     lines = [
         f"canonflow bench --long: one session per provider and size, one native message per "
         f"record, through a worker with batch_max=1 (every record its own batch), "
-        f"{w['partitions']} partitions, {w['seconds']:.0f} s in all",
+        f"{w['partitions']} partitions, items capped at {w.get('item_cap', 8 << 20):,} bytes "
+        f"(CANONFLOW_ITEM_CAP), {w['seconds']:.0f} s in all",
         f"(answer text in {w['chunk']}-byte deltas; a native message carries a text or an "
         f"output whole up to {w['whole_max'] // 1024} KiB, its record up to 1 MiB)",
         "",

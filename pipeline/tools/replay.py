@@ -18,6 +18,7 @@ import msgspec
 from adapters import Line, MemorySpool, Session, Translator, get, new_session, translate_record
 from adapters.projections.chat import ChatState, project_next
 from pipeline.privacy.redact import Redactor
+from pipeline.settings import item_cap_from_env
 from topics.catalog import raw_topic
 from topics.chat import encode_chat
 from topics.records import DeadLetter, capture_line_decoder, encode_deadletter
@@ -76,11 +77,15 @@ class Replayer:
     """Translates lines of one provider, keeping each session's state between lines."""
 
     def __init__(self, provider: str, *, include_raw: bool = False,
-                 hold: Callable[[str], int] | None | msgspec.UnsetType = msgspec.UNSET):
+                 hold: Callable[[str], int] | None | msgspec.UnsetType = msgspec.UNSET,
+                 cap: int | None = None):
         self.provider = provider
         # the redactor's (CANONFLOW_REDACT, as the worker's): a delta's tail that may
         # start a secret waits for the next delta
         self.hold = Redactor.from_env().hold if hold is msgspec.UNSET else hold
+        # the per-item cap (CANONFLOW_ITEM_CAP, as the worker's): a long item's
+        # completion is cut where the worker cuts it
+        self.cap = item_cap_from_env() if cap is None else cap
         self.translator: Translator[Any] = get(provider)
         self.include_raw = include_raw
         self.sessions: dict[str, Session[Any]] = {}
@@ -102,7 +107,7 @@ class Replayer:
             line = Line(line.data, line.origin, time_ms)
         session, events, failures = translate_record(
             self.translator, session, session_id, [line], offset=offset,
-            include_raw=self.include_raw, spool=self.spool, hold=self.hold)
+            include_raw=self.include_raw, spool=self.spool, cap=self.cap, hold=self.hold)
         self.sessions[session_id] = session
         dead = [self._dead(session_id, offset, f.data, type(f.error).__name__, str(f.error),
                            origin=line.origin) for f in failures]

@@ -87,3 +87,14 @@ def test_a_long_session_runs_through_the_worker_and_matches_the_replay(settings)
     text = format_long_report(result)
     assert "codex 16k" in text and "<= 1.5x" in text and "<= 64 KiB" in text
     json.dumps(result)  # the --json output
+
+
+@pytest.mark.broker
+def test_a_long_session_under_a_lower_item_cap_still_matches_the_replay(settings):
+    """The bench's offline replay cuts items at the worker's cap (CANONFLOW_ITEM_CAP):
+    before, any cap below a session's item made the bench fail its own check."""
+    result = run_long_bench(settings.replace(item_cap=4096), sizes=[SMALL], providers=["acp"],
+                            fixtures=CAPTURED, timeout=120, say=lambda s: None)
+    (row,) = result["sessions"]
+    assert row["verified"] is True and result["workload"]["item_cap"] == 4096
+    assert "items capped at 4,096 bytes" in format_long_report(result)

@@ -6,8 +6,10 @@ import asyncio
 import json
 from pathlib import Path
 
+from pipeline.privacy.redact import Redactor
 from pipeline.tools.kafka_io import RawRecord, produce, records_from_file
 from pipeline.tools.replay import Replayer, iter_lines
+from pipeline.worker.process import WorkerProcess
 from tests.pipeline.conftest import decoded, read_topic, timed
 from topics.catalog import CANONICAL_TOPIC, DEADLETTER_TOPIC
 from topics.records import decode_deadletter
@@ -16,17 +18,14 @@ CAPTURED = Path(__file__).resolve().parents[1] / "fixtures" / "captured"
 
 
 def _offline(provider: str, session: str, path: Path) -> list[dict]:
+    """The events `canonflow replay` gives, published as the worker publishes them (its
+    default redaction)."""
     rep, out = Replayer(provider), []
+    publish = Redactor.from_env({}).publisher()
     with open(path, "rb") as fh:
         for offset, raw in iter_lines(fh):
-            out += [json.loads(msgspec_encode(e)) for e in rep.feed(session, offset, raw, "capture")[0]]
+            out += [json.loads(publish(e)[0]) for e in rep.feed(session, offset, raw, "capture")[0]]
     return out
-
-
-def msgspec_encode(event) -> bytes:  # noqa: ANN001
-    from topics.canonical import encode_event
-
-    return encode_event(event)
 
 
 def test_worker_translates_a_real_capture_exactly_as_replay_does(settings, worker, tmp_path):
@@ -36,6 +35,25 @@ def test_worker_translates_a_real_capture_exactly_as_replay_does(settings, worke
                         records_from_file(str(path), "capture")))
     got = decoded(read_topic(settings, CANONICAL_TOPIC, len(expected), key=b"sess-real",
                                 worker=worker))
+    assert got == expected
+
+
+def test_the_worker_and_replay_cut_an_item_past_the_cap_alike(settings, tmp_path, monkeypatch):
+    """CANONFLOW_ITEM_CAP reaches replay as it reaches the worker. Replay ignored it, so
+    with a cap set the two told a long item's completion differently."""
+    monkeypatch.setenv("CANONFLOW_ITEM_CAP", "16")
+    path = timed(CAPTURED / "acp" / "acp-gemini__text.capture.jsonl", tmp_path)
+    expected = _offline("acp", "sess-cap", path)
+    cut = [e["payload"] for e in expected if e["payload"].get("textTruncated")]
+    assert cut and all(p["textLength"] > 16 for p in cut)
+    worker = WorkerProcess(settings.replace(item_cap=16),
+                           log_path=str(tmp_path / "worker.log")).start()
+    try:
+        asyncio.run(produce(settings, "acp", "sess-cap", records_from_file(str(path), "capture")))
+        got = decoded(read_topic(settings, CANONICAL_TOPIC, len(expected), key=b"sess-cap",
+                                 worker=worker))
+    finally:
+        worker.stop()
     assert got == expected
 
 

@@ -32,8 +32,10 @@ CAPTURE = ROOT / "tests" / "fixtures" / "captured" / "codex" / "codex-app-server
 NOBODY = f"kafka://127.0.0.1:{free_port()}"
 
 
-def canonflow(*args: str, timeout: float = 60.0, **kw: object) -> subprocess.CompletedProcess[str]:
+def canonflow(*args: str, timeout: float = 60.0, env_extra: dict[str, str] | None = None,
+              **kw: object) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CANONFLOW_")}
+    env.update(env_extra or {})
     return subprocess.run([sys.executable, "-m", "pipeline.cli", *args], capture_output=True,
                           text=True, timeout=timeout, cwd=ROOT, env=env, **kw)  # type: ignore[call-overload]
 
@@ -73,6 +75,34 @@ def test_a_malformed_broker_address_is_a_usage_error(command, address):
 def test_a_count_or_port_out_of_range_is_a_usage_error(args, says):
     """--partitions 0 was accepted; a web port out of range was a traceback."""
     assert says in one_line(canonflow(*args, "--broker", NOBODY), 2)
+
+
+@pytest.mark.parametrize("command", [["run", "--broker", NOBODY], ["demo"],
+                                     ["replay", "-p", "codex", "--format", "capture",
+                                      str(CAPTURE)],
+                                     ["import", str(CAPTURE)]])
+@pytest.mark.parametrize(("variable", "value", "says"), [
+    ("CANONFLOW_REDACT_PATTERNS", "(", "invalid redaction pattern '('"),
+    ("CANONFLOW_REDACT", "maybe", "CANONFLOW_REDACT='maybe': use on or off"),
+    ("CANONFLOW_REDACT_HOOK", "nowhere:fn", "cannot load redaction hook 'nowhere:fn'"),
+    ("CANONFLOW_ITEM_CAP", "1.5", "CANONFLOW_ITEM_CAP='1.5' is not an integer"),
+])
+def test_a_bad_translation_setting_is_a_usage_error_before_any_work(command, variable, value,
+                                                                   says):
+    """A bad redaction setting was a traceback; `run` and `demo` gave it only after their
+    broker had started and the topics were made (`run` first waited for a broker)."""
+    r = canonflow(*command, env_extra={variable: value}, timeout=30)
+    assert r.stdout == ""
+    assert says in one_line(r, 2)
+
+
+@pytest.mark.parametrize(("variable", "value", "says"), [
+    ("CANONFLOW_PARTITIONS", "four", "CANONFLOW_PARTITIONS='four' is not an integer"),
+    ("CANONFLOW_IDLE_TIMEOUT", "soon", "CANONFLOW_IDLE_TIMEOUT='soon' is not a number"),
+])
+def test_a_setting_of_the_wrong_type_names_its_variable(variable, value, says):
+    """It said "Expected `int`, got `str` - at `$.partitions`"."""
+    assert says in one_line(canonflow("run", "--broker", NOBODY, env_extra={variable: value}), 2)
 
 
 def test_a_bad_otlp_endpoint_is_a_usage_error_at_once():

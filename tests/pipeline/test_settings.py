@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.settings import Settings, from_env, to_env
+from pipeline.settings import Settings, from_env, item_cap_from_env, to_env
 
 
 def test_defaults_run_on_one_machine_with_no_configuration():
@@ -30,6 +30,18 @@ def test_settings_survive_the_trip_through_the_environment():
 def test_bad_values_are_clear_errors(env):
     with pytest.raises(ValueError):
         from_env(env)
+
+
+def test_the_item_cap_alone_is_read_as_the_worker_reads_it():
+    """What replay and import read of the worker's settings: the cap, checked the same
+    way, whatever the others say (they need no broker nor partition count)."""
+    assert item_cap_from_env({}) == from_env({}).item_cap == 8 * 1024 * 1024
+    assert item_cap_from_env({"CANONFLOW_ITEM_CAP": "4096",
+                              "CANONFLOW_PARTITIONS": "many"}) == 4096
+    with pytest.raises(ValueError, match=r"item_cap is 0: it must be at least 1"):
+        item_cap_from_env({"CANONFLOW_ITEM_CAP": "0"})
+    with pytest.raises(ValueError, match=r"CANONFLOW_ITEM_CAP='8MiB' is not an integer"):
+        item_cap_from_env({"CANONFLOW_ITEM_CAP": "8MiB"})
 
 
 def test_tls_and_sasl_settings_reach_every_kafka_client(tmp_path):
