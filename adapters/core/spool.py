@@ -60,5 +60,10 @@ class MemorySpool:
         else:
             self.chunks[(session, key, n)] = data
 
+    def drop_session(self, session: str) -> None:
+        """Forget `session`'s chunks (an import done with it; its items stay open)."""
+        for key in [k for k in self.chunks if k[0] == session]:
+            del self.chunks[key]
+
     def __len__(self) -> int:
         return len(self.chunks)

@@ -14,51 +14,97 @@ or, for a database, in its TABLES order. Byte-identical on every run.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+import tempfile
+from array import array
+from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 from pipeline.privacy.redact import Redactor
 from pipeline.tools.replay import ChatView, Replayer, View
 from pipeline.transcripts.discovery import Found, Kind, load_kinds, locate
-from pipeline.transcripts.sources import NO_TIME, Database, FileSource, SourceError
+from pipeline.transcripts.sources import (
+    NO_TIME,
+    READ_LIMIT,
+    Database,
+    FileSource,
+    SourceError,
+)
 from topics.chat import encode_chat
 from topics.records import encode_deadletter
 
-#: (provider, session id) -> its records: (line or row number, native record)
-Sessions = dict[tuple[str, str], list[tuple[int, bytes]]]
+
+class Spilled:
+    """Every session's records, in a temporary file: what memory keeps per record is its
+    number and where its bytes are (three ints), so an import of a whole fleet's history
+    needs memory for its largest read, not for its every byte."""
+
+    def __init__(self) -> None:
+        self.file = tempfile.TemporaryFile(prefix="canonflow-import-")
+        self.end = 0
+        #: (provider, session id) -> (number, offset, size) of each of its records
+        self.index: dict[tuple[str, str], array[int]] = {}
+
+    def last_number(self, key: tuple[str, str]) -> int:
+        where = self.index.get(key)
+        return where[-3] if where else 0
+
+    def add(self, key: tuple[str, str], number: int, value: bytes) -> None:
+        where = self.index.get(key)
+        if where is None:
+            where = self.index[key] = array("q")
+        where.extend((number, self.end, len(value)))
+        self.file.write(value)
+        self.end += len(value)
+
+    def records(self, key: tuple[str, str]) -> Iterator[tuple[int, bytes]]:
+        """(number, native record) of `key`'s records, in the order they were added."""
+        where = self.index[key]
+        self.file.flush()
+        for i in range(0, len(where), 3):
+            self.file.seek(where[i + 1])
+            yield where[i], self.file.read(where[i + 2])
+
+    def close(self) -> None:
+        self.file.close()
 
 
-def read_sessions(found: list[Found], errors: list[str]) -> Sessions:
-    """Every session's records from `found`; a source that cannot be read adds its
-    error line to `errors` and gives nothing."""
-    out: Sessions = {}
+def read_sessions(found: list[Found], errors: list[str], *, limit: int = READ_LIMIT
+                  ) -> Spilled:
+    """Every session's records from `found`, read `limit` bytes at a time as the
+    shipper reads them; a source that cannot be read adds its error line to `errors` and gives
+    nothing more. A record's number is its line's in its file (after the lines of the
+    session's earlier files), or its row's in its session."""
+    out = Spilled()
     for f in found:
+        src: Any = None
         try:
-            src: Any = Database(f.path, f.kind) if f.db else FileSource(f.path, f.kind)
-            try:
-                records = src.read(final=True, limit=sys.maxsize).records
-            finally:
-                if f.db:
-                    src.close()
+            src = Database(f.path, f.kind) if f.db else FileSource(f.path, f.kind)
+            bases: dict[tuple[str, str], int] = {}
+            n = 0  # the file's lines so far
+            more = True
+            while more:
+                reading = src.read(final=True, limit=limit)
+                more = reading.more
+                # a file's last read ends with its end, which is not a line
+                records = reading.records if f.db or more else reading.records[:-1]
+                for session, value, mark in records:
+                    src.commit(mark)
+                    n += 1
+                    if session is None or value is None:  # a position only, or a blank line
+                        continue
+                    key = (f.kind.provider, session)
+                    if f.db:  # the row's number in its session
+                        out.add(key, out.last_number(key) + 1, value)
+                    else:  # its line number, after the lines of the session's earlier files
+                        base = bases.setdefault(key, out.last_number(key))
+                        out.add(key, base + n, value)
         except OSError as e:
             errors.append(f"cannot read {f.path}: {e.strerror or e}")
-            continue
         except SourceError as e:
             errors.append(str(e))
-            continue
-        if not f.db:
-            records = records[:-1]  # the last one is the read's end, not a line
-        bases: dict[tuple[str, str], int] = {}
-        for n, (session, value, _) in enumerate(records, 1):
-            if session is None or value is None:  # a position only, or a blank line
-                continue
-            key = (f.kind.provider, session)
-            got = out.setdefault(key, [])
-            if f.db:  # the row's number in its session
-                got.append(((got[-1][0] if got else 0) + 1, value))
-            else:  # its line number, after the lines of the session's earlier files
-                base = bases.setdefault(key, got[-1][0] if got else 0)
-                got.append((base + n, value))
+        finally:
+            if f.db and src is not None:
+                src.close()
     return out
 
 
@@ -75,17 +121,20 @@ def run_import(paths: list[str], out: IO[bytes], err: IO[bytes], *, runtime: str
     located = locate(paths, kinds, missing, explicit=runtime is not None)
     errors = located.errors
     sessions = read_sessions(located.found, errors)
-    order = sorted(sessions)
-    names = {key: (key[1] if session is None else session if len(order) == 1
-                   else f"{session}/{key[1]}") for key in order}
-    providers = {f.kind.provider: f.kind for f in located.found}
-    _translate(order, sessions, names, providers, out, err, include_raw, view, errors)
+    try:
+        order = sorted(sessions.index)
+        names = {key: (key[1] if session is None else session if len(order) == 1
+                       else f"{session}/{key[1]}") for key in order}
+        providers = {f.kind.provider: f.kind for f in located.found}
+        _translate(order, sessions, names, providers, out, err, include_raw, view, errors)
+    finally:
+        sessions.close()
     for line in errors:
         say(line)
     return 1 if errors else 0
 
 
-def _translate(order: list[tuple[str, str]], sessions: Sessions, names: dict[Any, str],
+def _translate(order: list[tuple[str, str]], sessions: Spilled, names: dict[Any, str],
                providers: dict[str, Kind], out: IO[bytes], err: IO[bytes],
                include_raw: bool, view: View, errors: list[str]) -> None:
     redactor = Redactor.from_env()
@@ -105,7 +154,7 @@ def _translate(order: list[tuple[str, str]], sessions: Sessions, names: dict[Any
         if rep is None:
             continue
         sid = names[key]
-        for number, value in sessions[key]:
+        for number, value in sessions.records(key):
             events, dead = rep.feed(sid, number, value, "native", time_ms=NO_TIME)
             for ev in events:
                 data, published = publish(ev)
@@ -116,5 +165,9 @@ def _translate(order: list[tuple[str, str]], sessions: Sessions, names: dict[Any
                         out.write(encode_chat(record) + b"\n")
             for d in dead:
                 err.write(encode_deadletter(redactor.dead_letter(d)) + b"\n")
+        # the session is done (its records are all read): what was kept of it goes
+        rep.forget(sid)
+        if chat is not None:
+            chat.forget(sid)
     out.flush()
     err.flush()

@@ -113,6 +113,13 @@ class Replayer:
                            origin=line.origin) for f in failures]
         return events, dead
 
+    def forget(self, session_id: str) -> None:
+        """Drop what is kept of a session that will be fed no more (its state, the
+        chunks of its open items), so that translating many sessions one after the
+        other keeps one session's state, not all of them."""
+        self.sessions.pop(session_id, None)
+        self.spool.drop_session(session_id)
+
     def _dead(self, session_id: str, offset: int, data: bytes, cls: str, reason: str,
               origin: Any = msgspec.UNSET) -> DeadLetter:
         return DeadLetter(topic=self.topic, partition=-1, offset=offset, provider=self.provider,
@@ -170,6 +177,11 @@ class ChatView:
         if session is not None:
             self.sessions[event.sessionId] = session
         return records
+
+    def forget(self, session_id: str) -> None:
+        """Drop the chat state of a session that will get no more events."""
+        self.sessions.pop(session_id, None)
+        self.spool.drop_session(session_id)
 
 
 def replay(provider: str, inputs: Iterable[tuple[str, IO[bytes]]], out: IO[bytes],

@@ -247,3 +247,23 @@ def test_a_record_with_secrets_anywhere_is_published_as_each_event_alone(secrets
     for lo in range(0, len(events), size):
         block = events[lo:lo + size]
         assert record(block) == [one(e) for e in block]
+
+
+def test_forgetting_a_session_drops_its_state_and_open_chunks_and_nothing_else():
+    """`canonflow import` translates sessions one after the other and forgets each when
+    done: one session's state in memory, not every session's."""
+    capture = (Path(__file__).resolve().parents[1] / "fixtures" / "captured" / "acp"
+               / "acp-gemini__text.capture.jsonl")
+    lines = [raw for _, raw in iter_lines(io.BytesIO(capture.read_bytes()))]
+    rep, view = replay_mod.Replayer("acp"), replay_mod.ChatView()
+    cut = next(n for n, raw in enumerate(lines) if b"agent_message_chunk" in raw) + 1
+    for sid in ("a", "b"):  # each left with its answer open: its text spooled
+        for offset, raw in enumerate(lines[:cut], 1):
+            for ev in rep.feed(sid, offset, raw, "capture")[0]:
+                view.feed(ev)
+    assert {k[0] for k in rep.spool.chunks} == {"a", "b"}
+    rep.forget("a")
+    view.forget("a")
+    assert set(rep.sessions) == set(view.sessions) == {"b"}
+    assert {k[0] for k in rep.spool.chunks} == {"b"}
+    assert {k[0] for k in view.spool.chunks} <= {"b"}
