@@ -77,21 +77,23 @@ def produce(broker: str | None, provider: str, session: str, fmt: str, batch: in
     capture time as headers)."""
     import msgspec
 
+    from pipeline.tools.kafka_io import iter_records
     from pipeline.tools.kafka_io import produce as send
-    from pipeline.tools.kafka_io import records_from_file
     from pipeline.tools.replay import WrongFormat
 
     settings = load_settings(broker=broker)
     if not settings.broker:
         raise click.UsageError("produce needs --broker (or CANONFLOW_BROKER)")
-    try:
-        records = records_from_file(file, fmt, batch)  # type: ignore[arg-type]
+    try:  # every line checked before anything is sent, then read again as it is sent:
+        for _ in iter_records(file, fmt, batch):  # type: ignore[arg-type]
+            pass  # memory for one record, however long the file
     except WrongFormat as e:
         raise click.ClickException(f"{file}: {e}") from None
     except (msgspec.DecodeError, msgspec.ValidationError) as e:
         raise click.ClickException(f"{file}: not a capture file: {e}") from None
     settings = on_broker(settings, for_cluster(settings))
-    n = on_broker(settings, send(settings, provider, session, records))
+    n = on_broker(settings, send(settings, provider, session,
+                                 iter_records(file, fmt, batch)))  # type: ignore[arg-type]
     click.echo(f"canonflow: {n} record(s) -> {settings.broker} agents.raw.{provider} "
                f"key {session!r}", err=True)
 

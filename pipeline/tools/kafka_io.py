@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import Any
 
 from pipeline.cluster.admin import kafka_client_kwargs
@@ -30,25 +30,40 @@ class RawRecord:
         return h
 
 
-def records_from_file(path: str, fmt: Format, batch: int = 1) -> list[RawRecord]:
-    """The raw records for a file: up to `batch` consecutive lines of the same origin each.
+def iter_records(path: str, fmt: Format, batch: int = 1) -> Iterator[RawRecord]:
+    """The raw records of a file, read as they are sent: up to `batch` consecutive lines
+    of the same origin each (a record takes the capture time of its first line).
 
     Raises msgspec errors for a malformed capture line, WrongFormat for a capture file
-    read as native messages.
+    read as native messages, when the iteration reaches them.
     """
-    out: list[RawRecord] = []
+    lines: list[bytes] = []  # the record being filled
+    origin, t = "", None
+    first = True
     with open(path, "rb") as fh:
         for n, raw in iter_lines(fh):
-            if not out:
+            if first:  # the first line says the file's format
                 check_format(raw, fmt, n)
+                first = False
             line = parse_line(raw, fmt)
-            last = out[-1] if out else None
-            if (last is not None and batch > 1 and last.origin == line.origin
-                    and last.value.count(b"\n") + 1 < batch):
-                last.value += b"\n" + line.data
-            else:
-                out.append(RawRecord(line.data, line.origin, line.time_ms))
-    return out
+            if lines and (line.origin != origin or len(lines) >= batch):
+                yield RawRecord(b"\n".join(lines), origin, t)
+                lines = []
+            if not lines:
+                origin, t = line.origin, line.time_ms
+            lines.append(line.data)
+    if lines:
+        yield RawRecord(b"\n".join(lines), origin, t)
+
+
+def records_from_file(path: str, fmt: Format, batch: int = 1) -> list[RawRecord]:
+    """iter_records's records, all of them (a file small enough to hold)."""
+    return list(iter_records(path, fmt, batch))
+
+
+#: Sends produce() keeps in flight before it waits for them: its memory, whatever the
+#: number of records.
+IN_FLIGHT = 4096
 
 
 async def produce(settings: Settings, provider: str, session: str,
@@ -69,6 +84,9 @@ async def produce(settings: Settings, provider: str, session: str,
             futures.append(await producer.send(topic, r.value, key=key, headers=r.headers(),
                                                timestamp_ms=r.t))
             n += 1
+            if len(futures) >= IN_FLIGHT:
+                await asyncio.gather(*futures)
+                futures.clear()
         await asyncio.gather(*futures)
     finally:
         await producer.stop()

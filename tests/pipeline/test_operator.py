@@ -132,6 +132,16 @@ def test_a_capture_file_read_as_native_says_so_instead_of_dead_lettering_it():
     assert native.returncode == 0 and native.stdout.count("\n") > 5
 
 
+def test_produce_refuses_a_file_with_a_bad_last_line_before_sending_any(tmp_path):
+    """produce reads a file as it sends it, but checks every line first: a capture whose
+    last line is broken sends nothing (here: never connects)."""
+    broken = tmp_path / "broken.capture.jsonl"
+    broken.write_bytes(CAPTURE.read_bytes() + b'{"origin": "agent", "msg": \n')
+    r = canonflow("produce", "-p", "codex", "-s", "s", "--format", "capture",
+                  "--broker", NOBODY, str(broken))
+    assert "not a capture file" in one_line(r, 1)
+
+
 def test_version_and_the_broker_help_of_commands_that_start_no_broker():
     r = canonflow("--version")
     assert r.returncode == 0 and r.stdout.strip() == "canonflow 0.1.0"
