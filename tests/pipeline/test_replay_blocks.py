@@ -18,6 +18,8 @@ from pipeline.tools.bench_replay import claude_stream_json
 from pipeline.tools.replay import Format, iter_blocks, iter_lines, replay
 from tests.pipeline.secret_corpus import CORPUS
 
+CAPTURED = Path(__file__).resolve().parents[1] / "fixtures" / "captured"
+
 CLAUDE = Path(__file__).resolve().parents[1] / "fixtures" / "captured" / "claude"
 
 
@@ -267,3 +269,45 @@ def test_forgetting_a_session_drops_its_state_and_open_chunks_and_nothing_else()
     assert set(rep.sessions) == set(view.sessions) == {"b"}
     assert {k[0] for k in rep.spool.chunks} == {"b"}
     assert {k[0] for k in view.spool.chunks} <= {"b"}
+
+
+@pytest.mark.parametrize("provider", ["codex", "acp"])
+@pytest.mark.parametrize(("before", "after"), [(1 << 20, 4096), (4096, 1 << 20), (8192, 2048)])
+def test_an_item_cap_changed_mid_item_loses_nothing_it_does_not_say(provider, before, after):
+    """A worker restarted with another CANONFLOW_ITEM_CAP finds items spooled under the
+    old one. Each completion that carries a streamed text or output still carries it
+    whole, or its start and end marked truncated with the whole length."""
+    from pipeline.tools.bench_long_sessions import long_session
+    from topics.canonical import ContentDelta, ItemCompleted
+
+    # Codex's native completion carries an output up to 512 KiB: past it, canonflow
+    # assembles the output from its deltas (the spooled case)
+    session = long_session(CAPTURED, provider, (1 << 20) if provider == "codex" else 64 * 1024)
+    rep = replay_mod.Replayer(provider, cap=before)
+    streamed: dict[tuple[str, str], list[str]] = {}
+    checked = 0
+    for offset, line in enumerate(session.lines, 1):
+        if offset == len(session.lines) // 2:
+            rep.cap = after
+        raw = b'{"origin":"%s","t":%d,"msg":%s}' % (line.origin.encode(), line.time_ms or 0,
+                                                    line.data)
+        events, dead = rep.feed("s", offset, raw, "capture")
+        assert not dead
+        for ev in events:
+            p = ev.payload
+            if isinstance(ev, ContentDelta):
+                field = "output" if p.streamKind == "command_output" else "text"
+                streamed.setdefault((ev.itemId, field), []).append(p.delta)
+            elif isinstance(ev, ItemCompleted):
+                for field in ("text", "output"):
+                    whole = "".join(streamed.get((ev.itemId, field), []))
+                    value = getattr(p, field, None)
+                    if len(whole) < 1024 or not isinstance(value, str):
+                        continue
+                    checked += 1
+                    if getattr(p, field + "Truncated", None) is True:
+                        assert getattr(p, field + "Length") == len(whole)
+                        assert value[:512] == whole[:512] and value[-512:] == whole[-512:]
+                    else:
+                        assert value == whole
+    assert checked >= (3 if provider == "codex" else 1)
