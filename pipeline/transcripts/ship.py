@@ -166,10 +166,10 @@ class Shipper:
         if isinstance(src, Database):
             src.close()
             self.dbs.pop(src.path, None)
-            self.cp.state.dbs.pop(src.path, None)
+            self.cp.forget_db(src.path)
         else:
             self.files.pop(src.path, None)
-            self.cp.state.files.pop(src.path, None)
+            self.cp.forget_file(src.path)
 
     def _warn(self, key: str, line: str) -> None:
         if self._warned.get(key) != line:  # once per source and reason, not every poll
@@ -215,15 +215,15 @@ class Shipper:
                     continue
                 if once or await _stopped(stop, self.interval):
                     break
-            self._save()
+            self._save(whole=True)  # at rest, the checkpoint is one file again
         finally:
             await producer.stop()
             for db in self.dbs.values():
                 db.close()
         return self.stats
 
-    def _save(self) -> None:
-        self.cp.save()
+    def _save(self, *, whole: bool = False) -> None:
+        self.cp.save(whole=whole)
         self._dirty = False
 
     async def _send(self, producer: Any, batch: _Batch, stop: asyncio.Event) -> None:
@@ -259,7 +259,7 @@ class Shipper:
                 dbs: list[tuple[int, str, DbMark]], delivered: set[int]) -> None:
         """Apply the marks of delivered records (and the position-only marks that
         follow a delivered record, or none, of their source)."""
-        st = self.cp.state
+        cp = self.cp
         stopped: set[str] = set()
         for i, path, fmark in files:  # one session per file: its records arrive in order
             if path in stopped:
@@ -267,12 +267,12 @@ class Shipper:
             if i >= 0 and i not in delivered:
                 stopped.add(path)
                 continue
-            st.files.setdefault(path, FileState()).apply(fmark)
+            cp.apply_file(path, fmark)
         incomplete = {path for i, path, m in dbs if m.session is not None and i not in delivered}
         for i, path, dmark in dbs:  # sessions go to several partitions: each on its own
             if dmark.session is not None and i in delivered or \
                     dmark.session is None and path not in incomplete:
-                st.dbs.setdefault(path, DbState()).apply(dmark)
+                cp.apply_db(path, dmark)
 
     async def _until_started(self, producer: Any, stop: asyncio.Event) -> bool:
         """Start the producer, waiting for a broker that does not answer yet (a sidecar

@@ -22,7 +22,7 @@ import pytest
 from pipeline.settings import Settings, child_env
 from pipeline.tools.importer import run_import
 from pipeline.tools.kafka_io import follow
-from pipeline.transcripts.checkpoint import Checkpoint
+from pipeline.transcripts.checkpoint import Checkpoint, read_state
 from pipeline.transcripts.discovery import load_kinds
 from pipeline.transcripts.ship import Shipper
 from pipeline.worker.process import WorkerProcess
@@ -76,8 +76,9 @@ def wait_until(what: str, done: Callable[[], bool], timeout: float = 60.0,
 
 
 def checkpoint(path: Path) -> dict[str, Any]:
+    """The checkpoint as a shipper opening it would find it (its file and journal)."""
     try:
-        return json.loads(path.read_bytes())
+        return msgspec.to_builtins(read_state(str(path)))
     except (FileNotFoundError, ValueError):
         return {}
 
@@ -259,6 +260,12 @@ def test_once_ships_what_exists_and_says_what_waits(settings: Settings, tmp_path
     assert r.returncode == 0, r.stderr
     assert f"{len(lines)} record(s) of 1 session(s)" in r.stderr
     assert f"{f}: its last 30 bytes are not a finished line yet: not shipped" in r.stderr
+    # stopped, the checkpoint is one file again: its journal folded into it
+    assert not (tmp_path / "cp.json.journal").exists() or \
+        (tmp_path / "cp.json.journal").read_bytes() == b""
+    assert checkpoint(tmp_path / "cp.json")["files"][str(f)]["pos"] == len(b"".join(lines))
+    assert msgspec.json.decode((tmp_path / "cp.json").read_bytes())["files"][str(f)]["pos"] \
+        == len(b"".join(lines))
     again = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
     assert "0 record(s) of 0 session(s)" in again.stderr  # the checkpoint: nothing twice
 
@@ -281,4 +288,4 @@ def test_checkpoint_state_is_json_a_person_can_read(tmp_path: Path):
     with Checkpoint(str(tmp_path / "cp.json")) as cp:
         cp.save()
     assert set(msgspec.json.decode((tmp_path / "cp.json").read_bytes())) == {
-        "version", "shipper", "batch", "files", "dbs", "flying"}
+        "version", "generation", "shipper", "batch", "files", "dbs", "flying"}
