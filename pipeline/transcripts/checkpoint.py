@@ -21,7 +21,7 @@ machine with years of sessions (tens of thousands of files, every one in the sta
 wrote all of them at every batch, a cost growing with the history times the time
 shipped. Once the journal holds as many bytes as the state (at least JOURNAL_MIN), the
 state is written whole as before and the journal emptied; both carry a generation, so a
-crash between the two leaves a journal of the old generation, which is ignored. A line
+crash between the two leaves lines of the generation before, which are skipped. A line
 a crash cut short ends the journal: what it held was never acknowledged.
 """
 
@@ -188,12 +188,18 @@ class Checkpoint:
         st = self.state
         line = _encode(Change(generation=st.generation, files=self._files, dbs=self._dbs,
                               batch=st.batch, flying=st.flying)) + b"\n"
-        if self._journal is None:
-            self._journal = open(self.journal_path, "ab")
-            _sync_dir(self.journal_path)  # a journal made now is found after a crash
-        self._journal.write(line)
-        self._journal.flush()
-        os.fsync(self._journal.fileno())
+        try:
+            if self._journal is None:
+                self._journal = open(self.journal_path, "ab")
+                _sync_dir(self.journal_path)  # a journal made now is found after a crash
+            self._journal.write(line)
+            self._journal.flush()
+            os.fsync(self._journal.fileno())
+        except OSError:
+            # the line may be in the journal in part: the next save writes the state
+            # whole (and empties the journal), so nothing is appended after a torn line
+            self._state_bytes = -1
+            raise
         self._journal_bytes += len(line)
         self._files, self._dbs = [], []
 
@@ -209,10 +215,12 @@ class Checkpoint:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, self.path)
-        _sync_dir(self.path)
+        # from here the file is the state: what follows only tidies up (a journal left
+        # with lines of the generation before is harmless: they are skipped)
         st.generation += 1
         self._state_bytes = len(data)
         self._files, self._dbs = [], []
+        _sync_dir(self.path)
         if self._journal is not None:
             self._journal.close()
             self._journal = None
@@ -247,8 +255,8 @@ def read_state(path: str) -> State:
 
 def _replay(st: State, data: bytes) -> int:
     """Apply the journal lines `data` of `st`'s generation to it, in order, up to the
-    first line a crash cut short or of another generation (the file was rewritten after
-    it); the offset where the applied lines end."""
+    first line a crash cut short (lines of the generation before are skipped: the file
+    was rewritten after them); the offset where the whole lines end."""
     end = 0
     while end < len(data):
         stop = data.find(b"\n", end)
@@ -258,8 +266,9 @@ def _replay(st: State, data: bytes) -> int:
             change = _decode_change(data[end:stop])
         except (msgspec.DecodeError, msgspec.ValidationError):
             break
+        end = stop + 1
         if change.generation != st.generation:
-            break
+            continue  # the generation before: the file was rewritten after it
         for path, fmark in change.files:
             if fmark is None:
                 st.files.pop(path, None)
@@ -271,7 +280,6 @@ def _replay(st: State, data: bytes) -> int:
             else:
                 st.dbs.setdefault(path, DbState()).apply(dmark)
         st.batch, st.flying = change.batch, change.flying
-        end = stop + 1
     return end
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.transcripts import checkpoint
-from pipeline.transcripts.checkpoint import Checkpoint, CheckpointError
+from pipeline.transcripts.checkpoint import Checkpoint, CheckpointError, read_state
 from pipeline.transcripts.sources import FileMark, FileState
 
 
@@ -109,7 +109,7 @@ def test_the_journal_is_folded_into_the_file_and_a_crash_between_loses_nothing(
     with Checkpoint(path) as cp:
         assert cp.state.files["/h/a.jsonl"].pos == pos
         cp.apply_file("/h/a.jsonl", _mark(pos + 10))
-        cp.save()  # appended after the stale lines were cut off
+        cp.save()  # appended after the stale lines, which stay skipped
     with Checkpoint(path) as cp:
         assert cp.state.files["/h/a.jsonl"].pos == pos + 10
 
@@ -119,3 +119,34 @@ def test_a_file_that_is_not_a_checkpoint_is_one_clear_error(tmp_path: Path):
     path.write_text("{not json")
     with pytest.raises(CheckpointError, match="not a shipper checkpoint"):
         Checkpoint(str(path)).open()
+
+
+def test_a_save_that_fails_in_the_journal_is_followed_by_a_whole_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A failed append may leave part of its line: nothing is appended after it, the
+    next save writes the state whole, and reading it back gives that save."""
+    path = str(tmp_path / "ship.json")
+    with Checkpoint(path) as cp:
+        cp.apply_file("/h/a.jsonl", _mark(10))
+        cp.save()  # whole (the first)
+        cp.apply_file("/h/a.jsonl", _mark(20))
+        cp.save()  # a journal line
+        cp.apply_file("/h/a.jsonl", _mark(25))
+        real_fsync = os.fsync
+
+        def full(fd: int) -> None:
+            os.ftruncate(fd, os.fstat(fd).st_size - 10)  # part of the line reached the disk
+            raise OSError("no space left on device")
+
+        monkeypatch.setattr(os, "fsync", full)
+        with pytest.raises(OSError):
+            cp.save()
+        monkeypatch.setattr(os, "fsync", real_fsync)
+        assert not Path(cp.journal_path).read_bytes().endswith(b"\n")
+        assert read_state(path).files["/h/a.jsonl"].pos == 20  # a crash now: the last save
+        cp.apply_file("/h/a.jsonl", _mark(30))
+        cp.save()  # whole: the journal emptied, the torn part with it
+        assert Path(cp.journal_path).read_bytes() == b""
+    with Checkpoint(path) as cp:
+        assert cp.state.files["/h/a.jsonl"].pos == 30
+
