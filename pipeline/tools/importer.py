@@ -33,13 +33,22 @@ from topics.chat import encode_chat
 from topics.records import encode_deadletter
 
 
+class SpillError(Exception):
+    """The temporary file an import's records wait in cannot be made or written (a full
+    or read-only $TMPDIR): the import stops, before it has written anything."""
+
+
 class Spilled:
     """Every session's records, in a temporary file: what memory keeps per record is its
     number and where its bytes are (three ints), so an import of a whole fleet's history
     needs memory for its largest read, not for its every byte."""
 
     def __init__(self) -> None:
-        self.file = tempfile.TemporaryFile(prefix="canonflow-import-")
+        try:
+            self.file = tempfile.TemporaryFile(prefix="canonflow-import-")
+        except OSError as e:
+            raise SpillError(f"cannot make a temporary file for the records ({e}); set "
+                             "TMPDIR to a directory with room") from None
         self.end = 0
         #: (provider, session id) -> (number, offset, size) of each of its records
         self.index: dict[tuple[str, str], array[int]] = {}
@@ -52,8 +61,14 @@ class Spilled:
         where = self.index.get(key)
         if where is None:
             where = self.index[key] = array("q")
+        try:
+            self.file.write(value)
+        except OSError as e:
+            raise SpillError(f"cannot write the records' temporary file in "
+                             f"{tempfile.gettempdir()} after {self.end:,} bytes "
+                             f"({e.strerror or e}); set TMPDIR to a directory with room"
+                             ) from None
         where.extend((number, self.end, len(value)))
-        self.file.write(value)
         self.end += len(value)
 
     def records(self, key: tuple[str, str]) -> Iterator[tuple[int, bytes]]:
@@ -71,10 +86,19 @@ class Spilled:
 def read_sessions(found: list[Found], errors: list[str], *, limit: int = READ_LIMIT
                   ) -> Spilled:
     """Every session's records from `found`, read `limit` bytes at a time as the
-    shipper reads them; a source that cannot be read adds its error line to `errors` and gives
-    nothing more. A record's number is its line's in its file (after the lines of the
-    session's earlier files), or its row's in its session."""
+    shipper reads them; a source that cannot be read adds its error line to `errors`
+    and gives nothing more. A record's number is its line's in its file (after the lines
+    of the session's earlier files), or its row's in its session. Raises SpillError."""
     out = Spilled()
+    try:
+        _read_into(out, found, errors, limit)
+    except BaseException:
+        out.close()
+        raise
+    return out
+
+
+def _read_into(out: Spilled, found: list[Found], errors: list[str], limit: int) -> None:
     for f in found:
         src: Any = None
         try:
@@ -120,7 +144,11 @@ def run_import(paths: list[str], out: IO[bytes], err: IO[bytes], *, runtime: str
         return 1
     located = locate(paths, kinds, missing, explicit=runtime is not None)
     errors = located.errors
-    sessions = read_sessions(located.found, errors)
+    try:
+        sessions = read_sessions(located.found, errors)
+    except SpillError as e:
+        say(f"{e}: nothing imported")
+        return 1
     try:
         order = sorted(sessions.index)
         names = {key: (key[1] if session is None else session if len(order) == 1

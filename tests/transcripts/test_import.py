@@ -279,3 +279,29 @@ def test_an_import_holds_one_session_at_a_time_not_the_whole_history(tmp_path: P
         sizes.append(out.size)
     assert sizes[1] > 7.5 * sizes[0]  # eight times the sessions were translated
     assert peaks[1] < 1.5 * peaks[0], peaks  # in about the same memory
+
+
+def test_a_full_temporary_directory_stops_the_import_with_one_line(
+        homes: Path, monkeypatch: pytest.MonkeyPatch):
+    """The records wait in a temporary file: a $TMPDIR without room says so, and the
+    import stops before it has written anything (no source is blamed for it)."""
+    import errno
+    import io
+    import tempfile
+
+    from pipeline.tools.importer import run_import
+
+    class Full(io.BytesIO):
+        def write(self, data: Any) -> int:
+            if self.tell() + len(data) > 4096:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            return super().write(data)
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", lambda **_: Full())
+    said: list[str] = []
+    out, err = io.BytesIO(), io.BytesIO()
+    assert run_import([str(homes)], out, err, say=said.append) == 1
+    assert out.getvalue() == err.getvalue() == b""
+    [line] = said
+    assert "No space left on device" in line and "set TMPDIR" in line
+    assert line.endswith("nothing imported")
