@@ -10,6 +10,7 @@ so it starts fast.
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any, Literal
 
@@ -198,10 +199,15 @@ def replay(provider: str, inputs: Iterable[tuple[str, IO[bytes]]], out: IO[bytes
     each file's first non-blank line)."""
     redactor = Redactor.from_env()
     rep = Replayer(provider, include_raw=include_raw, hold=redactor.hold)
-    write = _chat_writer(out, redactor) if view == "chat" else _event_writer(out, redactor)
+    chat = ChatView() if view == "chat" else None
+    write = _chat_writer(out, redactor, chat) if chat is not None else _event_writer(out, redactor)
     dead_count = 0
     offset = 0  # one running position across files: a session may span several
     feed = rep.feed
+    inputs = list(inputs)
+    # the files each session has left: after its last one, what is kept of it goes
+    # (many files replayed keep one session's state, not every file's)
+    left = Counter(session or default_session_id(path) for path, _ in inputs)
     for path, stream in inputs:
         first = offset
         sid = session or default_session_id(path)
@@ -224,6 +230,11 @@ def replay(provider: str, inputs: Iterable[tuple[str, IO[bytes]]], out: IO[bytes
                         err.write(b"\n")
                     dead_count += len(dead)
             write(events)
+        left[sid] -= 1
+        if not left[sid]:
+            rep.forget(sid)
+            if chat is not None:
+                chat.forget(sid)
     out.flush()
     return dead_count
 
@@ -257,9 +268,10 @@ def _event_writer(out: IO[bytes], redactor: Redactor) -> Callable[[list[Any]], N
     return write
 
 
-def _chat_writer(out: IO[bytes], redactor: Redactor) -> Callable[[list[Any]], None]:
-    """Writes the chat records of canonical events as consumers see them (redacted)."""
-    chat = ChatView()
+def _chat_writer(out: IO[bytes], redactor: Redactor, chat: ChatView
+                 ) -> Callable[[list[Any]], None]:
+    """Writes the chat records of canonical events as consumers see them (redacted),
+    projected by `chat`."""
     publish = redactor.publisher()
 
     def write(events: list[Any]) -> None:

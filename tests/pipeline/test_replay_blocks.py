@@ -6,6 +6,7 @@ gives them), the same events, the same redactions, the same dead letters in orde
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 
 import msgspec
@@ -311,3 +312,46 @@ def test_an_item_cap_changed_mid_item_loses_nothing_it_does_not_say(provider, be
                     else:
                         assert value == whole
     assert checked >= (3 if provider == "codex" else 1)
+
+
+class _Discard:
+    def write(self, data: bytes) -> int:
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("view", ["canonical", "chat"])
+def test_replaying_many_files_keeps_one_files_session_not_every_files(tmp_path, view):
+    """Each file is its session (its name), and what replay kept of it stayed to the end:
+    the state and, for a file that ends in the middle of an answer, the answer's
+    spooled text. A session is forgotten after its last file. Python's allocations,
+    counted (tracemalloc), for 8 and 64 files each ending mid-answer."""
+    import tracemalloc
+
+    capture = CAPTURED / "acp" / "acp-gemini__text.capture.jsonl"
+    lines = capture.read_bytes().splitlines(keepends=True)
+    cut = next(n for n, raw in enumerate(lines) if b"agent_message_chunk" in raw) + 1
+    chunk = json.loads(lines[cut - 1])
+    chunk["msg"]["params"]["update"]["content"]["text"] = "x" * 20_000  # a long open answer
+    body = b"".join(lines[:cut - 1]) + json.dumps(chunk).encode() + b"\n"
+    peaks = []
+    for files in (1, 8, 64):
+        paths = []
+        for n in range(files):
+            path = tmp_path / f"{files}-{n}.capture.jsonl"
+            path.write_bytes(body)
+            paths.append(path)
+        opened = [(str(p), open(p, "rb")) for p in paths]
+        tracemalloc.start()
+        try:
+            replay("acp", opened, _Discard(), _Discard(), fmt="capture", view=view)  # type: ignore[arg-type]
+            peaks.append(tracemalloc.get_traced_memory()[1])
+        finally:
+            tracemalloc.stop()
+            for _, fh in opened:
+                fh.close()
+    # the first run warms the caches; keeping every file's open answer would add 56
+    # times its 20,000 characters from 8 files to 64 (the id caches add a little, bounded)
+    assert peaks[2] - peaks[1] < 56 * 20_000 / 4, peaks
