@@ -43,11 +43,16 @@ def test_records_group_lines_of_one_origin_up_to_the_batch(path: Path, batch: in
         == got
 
 
-def test_a_file_is_read_a_record_at_a_time(tmp_path: Path):
-    """produce read the whole file into a list first, and kept a future per record."""
+def test_a_file_is_read_as_its_records_are_taken(tmp_path: Path):
+    """produce read the whole file into a list first, and kept a future per record. A
+    line written after the first record was taken is still sent: nothing was read
+    ahead of what was taken, but a buffer."""
     path = tmp_path / "big.jsonl"
     path.write_bytes(b"".join(b'{"type":"x","n":%d}\n' % n for n in range(3 * IN_FLIGHT)))
     records = iter_records(str(path), "native")
     first = next(records)
     assert first.value == b'{"type":"x","n":0}' and first.origin == "agent"
-    assert sum(1 for _ in records) == 3 * IN_FLIGHT - 1
+    with open(path, "ab") as fh:
+        fh.write(b'{"type":"x","n":"late"}\n')
+    rest = list(records)
+    assert len(rest) == 3 * IN_FLIGHT and rest[-1].value == b'{"type":"x","n":"late"}'
