@@ -120,7 +120,9 @@ def _read_into(out: Spilled, found: list[Found], errors: list[str], limit: int) 
                     if f.db:  # the row's number in its session
                         out.add(key, out.last_number(key) + 1, value)
                     else:  # its line number, after the lines of the session's earlier files
-                        base = bases.setdefault(key, out.last_number(key))
+                        base = bases.get(key)
+                        if base is None:
+                            base = bases[key] = out.last_number(key)
                         out.add(key, base + n, value)
         except OSError as e:
             errors.append(f"cannot read {f.path}: {e.strerror or e}")
@@ -129,7 +131,6 @@ def _read_into(out: Spilled, found: list[Found], errors: list[str], limit: int) 
         finally:
             if f.db and src is not None:
                 src.close()
-    return out
 
 
 def run_import(paths: list[str], out: IO[bytes], err: IO[bytes], *, runtime: str | None = None,

@@ -98,6 +98,7 @@ class Checkpoint:
         self._journal: BinaryIO | None = None
         self._journal_bytes = 0
         self._state_bytes = 0  # the size of the file when last written whole
+        self._whole_next = True  # no file yet (or not one to append to): write it whole
         self._files: list[tuple[str, FileMark | None]] = []  # changes since the last save
         self._dbs: list[tuple[str, DbMark | None]] = []
         self.state = State()
@@ -137,6 +138,7 @@ class Checkpoint:
                 data = fh.read()
             self.state = _decode(data)
             self._state_bytes = len(data)
+            self._whole_next = False
         except FileNotFoundError:
             self.state = State()
         except (msgspec.DecodeError, msgspec.ValidationError) as e:
@@ -150,7 +152,7 @@ class Checkpoint:
             raise
         if not self.state.shipper:
             self.state.shipper = secrets.token_hex(8)
-            self._state_bytes = -1  # the next save writes it whole, the new id with it
+            self._whole_next = True  # the new id is in no line: the file takes it
         return self
 
     def _replay_journal(self) -> None:
@@ -181,7 +183,7 @@ class Checkpoint:
         """Make what changed since the last save durable: a line appended to the journal,
         or the state written whole (`whole`, or once the journal is as large as the
         state). Raises OSError (the last save stands)."""
-        if (whole or self._state_bytes < 0 or not os.path.exists(self.path)
+        if (whole or self._whole_next
                 or self._journal_bytes >= max(self._state_bytes, JOURNAL_MIN)):
             self._rewrite()
             return
@@ -198,7 +200,7 @@ class Checkpoint:
         except OSError:
             # the line may be in the journal in part: the next save writes the state
             # whole (and empties the journal), so nothing is appended after a torn line
-            self._state_bytes = -1
+            self._whole_next = True
             raise
         self._journal_bytes += len(line)
         self._files, self._dbs = [], []
@@ -218,7 +220,7 @@ class Checkpoint:
         # from here the file is the state: what follows only tidies up (a journal left
         # with lines of the generation before is harmless: they are skipped)
         st.generation += 1
-        self._state_bytes = len(data)
+        self._state_bytes, self._whole_next = len(data), False
         self._files, self._dbs = [], []
         _sync_dir(self.path)
         if self._journal is not None:
