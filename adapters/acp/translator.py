@@ -19,6 +19,10 @@ releases")
 | `acp-gemini` (Gemini CLI) | 0.30.0, 0.61.0 | ACP `protocolVersion` 1, schema 1.21.0 |
 | `acp-claude-code` (claude-code-acp) | 0.10.10, 0.16.2 | the same |
 | `acp-codex` (codex-acp) | 0.9.5, 0.16.0 | the same |
+| `acp-copilot` (`copilot --acp`) | 1.0.102 | the same |
+| `acp-droid` (`droid exec --output-format acp`) | 0.225.2 | the same |
+| `acp-kilo` (`kilo acp`) | 7.7.7 | the same |
+| `acp-qwen` (`qwen --acp`) | 0.15.10 | the same |
 | claude-agent-acp | none recorded (goldens: 0.85) | the same |
 
 This module is the dispatch: which handler each method, response and session update

@@ -64,11 +64,17 @@ _INIT_SKIP = frozenset({"type", "subtype", "uuid", "session_id"})
 
 
 def _on_init(state: State, msg: Message, out: Emitter) -> State:
+    return configure(state, msg, out, "claude_code_version")  # Amp's init has none
+
+
+def configure(state: State, msg: Message, out: Emitter, version_key: str) -> State:
+    """`system/init`: the session's configuration, its release under `version_key`
+    (each Claude-shaped runtime names it its own way), and a turn opened."""
     obj = msg.obj
     state = _replace(state, cwd=_str(obj.get("cwd")) or state.cwd,
                      model=_str(obj.get("model")) or state.model)
     config = {k: v for k, v in obj.items() if k not in _INIT_SKIP}
-    version = _str(obj.get("claude_code_version"))  # Amp's init has none
+    version = _str(obj.get(version_key))
     _emit(state, out, SessionConfigured,
           SessionConfiguredPayload(config=config, runtimeVersion=version or UNSET))
     # init opens each turn ("Session metadata the CLI emits at the start of each turn")

@@ -134,7 +134,7 @@ FIRST, LAST = "Checking the fixture.", "Fixture complete."
 PROMPT = "Run the fixture."
 #: Runtimes whose stream never carries the user's prompt (`codex exec --json` starts at
 #: thread.started; the prompt is its command line's).
-NO_PROMPT = frozenset({"codex-exec"})
+NO_PROMPT = frozenset({"codex-exec", "qwen"})
 #: Runtimes whose record never says a turn ended (Gemini CLI's chat file: its turn ends at
 #: the next prompt, adapters/gemini_transcript).
 NO_END = frozenset({"gemini-transcript"})
@@ -166,6 +166,32 @@ def _claude_like(session_key: str, bash_input: dict[str, Any], prompt_origin: st
         assistant("msg_2", {"type": "text", "text": LAST}),
         ("agent", {"type": "result", "subtype": "success", "is_error": False, "result": LAST,
                    "num_turns": 2, **sid}),
+    ]
+
+
+def _qwen() -> list[tuple[str, Any]]:
+    """Qwen Code: Claude Code's print mode without the prompt on the wire, one block per
+    `assistant` line, each line with a message id of its own."""
+    sid = {"session_id": "sess-1"}
+
+    def assistant(mid: str, block: dict[str, Any]) -> tuple[str, Any]:
+        return ("agent", {"type": "assistant", "uuid": mid, "parent_tool_use_id": None, **sid,
+                          "message": {"id": mid, "type": "message", "role": "assistant",
+                                      "model": "m", "content": [block], "stop_reason": None}})
+
+    return [
+        ("agent", {"type": "system", "subtype": "init", "uuid": "sess-1", "model": "m",
+                   "tools": ["run_shell_command"], "cwd": "/w", "qwen_code_version": "0.15.10",
+                   **sid}),
+        assistant("a1", {"type": "text", "text": FIRST}),
+        assistant("a2", {"type": "tool_use", "id": "call_1", "name": "run_shell_command",
+                         "input": {"command": CMD}}),
+        ("agent", {"type": "user", "uuid": "u1", "parent_tool_use_id": None, **sid, "message": {
+            "role": "user", "content": [{"type": "tool_result", "tool_use_id": "call_1",
+                                         "content": OUT, "is_error": False}]}}),
+        assistant("a3", {"type": "text", "text": LAST}),
+        ("agent", {"type": "result", "subtype": "success", "uuid": "r1", "is_error": False,
+                   "result": LAST, "num_turns": 2, **sid}),
     ]
 
 
@@ -364,6 +390,7 @@ def _gemini_transcript() -> list[tuple[str, Any]]:
 CONVERSATIONS = {
     "claude": lambda: _claude_like("session_id", {"command": CMD}, "client"),
     "amp": lambda: _claude_like("session_id", {"cmd": CMD}, "agent"),
+    "qwen": _qwen,
     "codex": _codex,
     "codex-exec": _codex_exec,
     "opencode": _opencode,

@@ -7,7 +7,9 @@ wire format breaks a translator silently. So every recording is a test:
 * `fixtures/captured/<provider>/<runtime>__<scenario>.capture.jsonl`: the current
   releases (the release is the oracle's `source.runtime_version`);
 * `fixtures/versions/<provider>/<runtime>__<release>__<scenario>.capture.jsonl`:
-  other releases, named in the file.
+  other releases, named in the file;
+* `fixtures/more-runtimes/<provider>/<runtime>__<scenario>.capture.jsonl`: more agents,
+  in their own formats and through ACP.
 
 Each has its oracle `<name>.expect.json` beside it (computed from the native
 messages alone, see fixtures/captured/README.md). Both are found by globbing:
@@ -48,7 +50,7 @@ from tests.adapters.harness import capture_lines, read_capture, run_record_by_re
 from topics.canonical import TOOL_ITEM_TYPES, decode_event
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-SETS = ("captured", "versions")
+SETS = ("captured", "versions", "more-runtimes")
 README = Path(__file__).resolve().parents[2] / "README.md"
 SECTION = "## Verified runtime releases"
 
@@ -355,9 +357,10 @@ def _stated(provider: str, path: Path) -> tuple[str | None, bool]:
         if not isinstance(msg, dict):
             continue
         result = msg.get("result") if isinstance(msg.get("result"), dict) else {}
-        if provider in ("claude", "amp"):
+        if provider in ("claude", "amp", "qwen"):
             says |= (msg.get("type"), msg.get("subtype")) == ("system", "init") and isinstance(
-                msg.get("claude_code_version"), str)
+                msg.get("claude_code_version" if provider != "qwen" else "qwen_code_version"),
+                str)
         elif provider == "codex":
             says |= isinstance(result.get("userAgent"), str)
         elif provider == "opencode":

@@ -25,6 +25,8 @@ from tests.adapters.harness import capture_lines, events_of, run_whole
 CONVERSATIONS: dict[str, Callable[[], list[tuple[str, Any]]]] = {
     "claude": lambda: test_claude_agents.conversation(stdio=True),
     "amp": lambda: test_claude_agents.conversation(stdio=False),
+    # Qwen Code's lines carry Claude's `parent_tool_use_id`
+    "qwen": lambda: test_claude_agents.conversation(stdio=False),
     "codex": test_codex_agents._conversation,
     "opencode": test_opencode_agents._nested,
     "acp": test_acp_agents._conversation,

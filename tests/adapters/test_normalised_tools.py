@@ -27,6 +27,7 @@ from tests.adapters.harness import (
 from topics.runtimes import RUNTIMES
 
 CAPTURED = Path(__file__).resolve().parents[1] / "fixtures" / "captured"
+MORE_RUNTIMES = CAPTURED.parent / "more-runtimes"
 NORMALISED = ("command", "cwd", "paths", "diff", "diffTruncated", "diffLength", "url", "query",
               "mcpServer", "mcpTool")
 CWD = "/sandbox/workspace"
@@ -69,14 +70,15 @@ COMMANDS = [
     ("acp", "acp-claude-code__tool_shell_allow", TOUCH, CWD),
     ("acp", "acp-codex__tool_shell_allow", TOUCH, CWD),  # argv ["/bin/bash", "-lc", ...]
     ("acp", "acp-gemini__tool_shell_allow", TOUCH, CWD),  # the command is the title
+    ("qwen", "qwen-stream-json__tool_shell", PRINTF, CWD),
 ]
 
 
 @pytest.mark.parametrize("provider, capture, command, cwd", COMMANDS,
                          ids=[c[1] for c in COMMANDS])
 def test_a_captured_command_reads_the_same_in_every_runtime(provider, capture, command, cwd):
-    events = events_of(run_whole(provider, read_capture(
-        CAPTURED / provider / f"{capture}.capture.jsonl")))
+    found = [d / provider / f"{capture}.capture.jsonl" for d in (CAPTURED, MORE_RUNTIMES)]
+    events = events_of(run_whole(provider, read_capture(next(p for p in found if p.exists()))))
     started, completed = _tool_items(events, "command_execution")
     expected = {"command": command, **({"cwd": cwd} if cwd else {})}
     assert _normalised(completed) == expected
@@ -144,8 +146,8 @@ CREATIONS = [
                          ids=[c[1] for c in CREATIONS])
 def test_a_captured_file_creation_reads_the_same_in_every_runtime(provider, capture, expected,
                                                                     base):
-    events = events_of(run_whole(provider, read_capture(
-        CAPTURED / provider / f"{capture}.capture.jsonl")))
+    found = [d / provider / f"{capture}.capture.jsonl" for d in (CAPTURED, MORE_RUNTIMES)]
+    events = events_of(run_whole(provider, read_capture(next(p for p in found if p.exists()))))
     _, completed = _tool_items(events, "file_change")
     assert _normalised(completed) == expected
     assert completed.get("diffBase") == base
@@ -203,6 +205,19 @@ def _amp_edit() -> list[tuple[str, Any]]:
         ("agent", {"type": "system", "subtype": "init", "cwd": CWD, "session_id": sid}),
         ("agent", _claude_assistant(sid, "edit_file", {"path": PATH, "old_str": OLD,
                                                        "new_str": NEW})),
+        ("agent", _claude_result_line(sid, "ok")),
+        ("agent", _claude_end(sid)),
+    ]
+
+
+def _qwen_edit() -> list[tuple[str, Any]]:
+    """Qwen Code's `edit` tool (Gemini CLI's `replace`, renamed) in Claude's print-mode shape."""
+    sid = "q-1"
+    return [
+        ("agent", {"type": "system", "subtype": "init", "uuid": sid, "cwd": CWD,
+                   "session_id": sid}),
+        ("agent", _claude_assistant(sid, "edit", {"file_path": PATH, "old_string": OLD,
+                                                  "new_string": NEW})),
         ("agent", _claude_result_line(sid, "ok")),
         ("agent", _claude_end(sid)),
     ]
@@ -357,6 +372,7 @@ def _gemini_transcript_edit() -> list[tuple[str, Any]]:
 EDITS = [
     ("claude", _claude_edit, EDITED, "file"),  # structuredPatch: the file's hunks
     ("amp", _amp_edit, EDITED, "excerpt"),  # old_str / new_str only
+    ("qwen", _qwen_edit, EDITED, "excerpt"),  # file_path / old_string / new_string
     ("codex", _codex_edit, EDITED, "file"),  # bare hunks, given a header
     ("codex-exec", _codex_exec_edit, {"paths": [PATH]}, None),  # exec sends no diff
     ("gemini", _gemini_edit, EDITED, "excerpt"),
