@@ -143,6 +143,7 @@ from adapters.opencode.requests import (
     _on_question_rejected,
     _on_question_replied,
 )
+from adapters.opencode.run import RUN_HANDLERS
 from adapters.opencode.session import (
     _on_disposed,
     _on_server_connected,
@@ -214,6 +215,9 @@ def translate(state: State, msg: Message, out: Emitter) -> State:
     handler = _HANDLERS.get(kind)
     if handler is not None:
         return handler(state, props, out)
+    run = RUN_HANDLERS.get(kind)
+    if run is not None:  # `opencode run --format json`: the line is the event (no properties)
+        return run(state, obj, out)
     if kind in IGNORED or kind.startswith("session.next."):
         return state
     sid = props.get("sessionID")

@@ -134,7 +134,7 @@ FIRST, LAST = "Checking the fixture.", "Fixture complete."
 PROMPT = "Run the fixture."
 #: Runtimes whose stream never carries the user's prompt (`codex exec --json` starts at
 #: thread.started; the prompt is its command line's).
-NO_PROMPT = frozenset({"codex-exec", "qwen"})
+NO_PROMPT = frozenset({"codex-exec", "qwen", "kilo"})
 #: Runtimes whose record never says a turn ended (Gemini CLI's chat file: its turn ends at
 #: the next prompt, adapters/gemini_transcript).
 NO_END = frozenset({"gemini-transcript"})
@@ -277,6 +277,27 @@ def _opencode() -> list[tuple[str, Any]]:
     ]
 
 
+def _kilo() -> list[tuple[str, Any]]:
+    """Kilo's `run --format json` (OpenCode's run output): finished parts only, no prompt."""
+    sid = "ses_1"
+
+    def line(kind: str, pid: str, mid: str, **part: Any) -> tuple[str, Any]:
+        return ("agent", {"type": kind, "timestamp": 1, "sessionID": sid, "part": {
+            "id": pid, "sessionID": sid, "messageID": mid, **part}})
+
+    return [
+        line("step_start", "prt_s1", "msg_a", type="step-start"),
+        line("text", "prt_1", "msg_a", type="text", text=FIRST, time={"start": 1, "end": 2}),
+        line("tool_use", "prt_tool", "msg_a", type="tool", callID="call_1", tool="bash", state={
+            "status": "completed", "input": {"command": CMD}, "output": OUT, "title": "fixture",
+            "metadata": {"output": OUT, "exit": 0}, "time": {"start": 1, "end": 2}}),
+        line("step_finish", "prt_f1", "msg_a", type="step-finish", reason="tool-calls"),
+        line("step_start", "prt_s2", "msg_b", type="step-start"),
+        line("text", "prt_2", "msg_b", type="text", text=LAST, time={"start": 3, "end": 4}),
+        line("step_finish", "prt_f2", "msg_b", type="step-finish", reason="stop"),
+    ]
+
+
 def _acp_update(**u: Any) -> tuple[str, Any]:
     return ("agent", {"jsonrpc": "2.0", "method": "session/update",
                       "params": {"sessionId": "s1", "update": u}})
@@ -391,6 +412,7 @@ CONVERSATIONS = {
     "claude": lambda: _claude_like("session_id", {"command": CMD}, "client"),
     "amp": lambda: _claude_like("session_id", {"cmd": CMD}, "agent"),
     "qwen": _qwen,
+    "kilo": _kilo,
     "codex": _codex,
     "codex-exec": _codex_exec,
     "opencode": _opencode,

@@ -71,6 +71,7 @@ COMMANDS = [
     ("acp", "acp-codex__tool_shell_allow", TOUCH, CWD),  # argv ["/bin/bash", "-lc", ...]
     ("acp", "acp-gemini__tool_shell_allow", TOUCH, CWD),  # the command is the title
     ("qwen", "qwen-stream-json__tool_shell", PRINTF, CWD),
+    ("kilo", "kilo-run-json__tool_shell", PRINTF, None),  # the run output names no cwd
 ]
 
 
@@ -220,6 +221,24 @@ def _qwen_edit() -> list[tuple[str, Any]]:
                                                   "new_string": NEW})),
         ("agent", _claude_result_line(sid, "ok")),
         ("agent", _claude_end(sid)),
+    ]
+
+
+def _kilo_edit() -> list[tuple[str, Any]]:
+    """Kilo's run output: OpenCode's edit tool part, in its final state only."""
+    inp = {"filePath": PATH, "oldString": OLD, "newString": NEW}
+    part = {"sessionID": "ses_1", "messageID": "msg_a"}
+    return [
+        ("agent", {"type": "step_start", "sessionID": "ses_1", "part": {
+            **part, "id": "prt_s", "type": "step-start"}}),
+        ("agent", {"type": "tool_use", "sessionID": "ses_1", "part": {
+            **part, "id": "prt_t", "type": "tool", "tool": "edit", "callID": "call_1",
+            "state": {"status": "completed", "input": inp, "output": "Edit applied successfully.",
+                      "title": "fixture.txt", "time": {"start": 3, "end": 4},
+                      "metadata": {"filediff": {"file": PATH, "before": OLD + "\n",
+                                                "after": NEW + "\n"}}}}}),
+        ("agent", {"type": "step_finish", "sessionID": "ses_1", "part": {
+            **part, "id": "prt_f", "type": "step-finish", "reason": "stop"}}),
     ]
 
 
@@ -373,6 +392,7 @@ EDITS = [
     ("claude", _claude_edit, EDITED, "file"),  # structuredPatch: the file's hunks
     ("amp", _amp_edit, EDITED, "excerpt"),  # old_str / new_str only
     ("qwen", _qwen_edit, EDITED, "excerpt"),  # file_path / old_string / new_string
+    ("kilo", _kilo_edit, EDITED, "file"),  # OpenCode's metadata.filediff
     ("codex", _codex_edit, EDITED, "file"),  # bare hunks, given a header
     ("codex-exec", _codex_exec_edit, {"paths": [PATH]}, None),  # exec sends no diff
     ("gemini", _gemini_edit, EDITED, "excerpt"),
