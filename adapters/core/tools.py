@@ -45,6 +45,8 @@ _ALIASES: dict[str, str] = {
     # Gemini CLI (tool-names.ts)
     "grep_search": "Grep", "invoke_agent": "Task", "ask_user": "AskUserQuestion",
     "exit_plan_mode": "ExitPlanMode",
+    # Factory droid (its init's `tools`)
+    "execute": "Bash", "fetchurl": "WebFetch", "applypatch": "Edit", "askuser": "AskUserQuestion",
 }
 
 _FILE_CHANGE = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit"})

@@ -298,6 +298,23 @@ def _kilo() -> list[tuple[str, Any]]:
     ]
 
 
+def _droid() -> list[tuple[str, Any]]:
+    """droid's stream-json: whole lines of its own; it echoes the prompt."""
+    at = {"session_id": "sess-1", "timestamp": 1}
+    return [
+        ("agent", {"type": "system", "subtype": "init", "cwd": "/w", "session_id": "sess-1",
+                   "tools": ["Execute"], "model": "m"}),
+        ("agent", {"type": "message", "role": "user", "id": "u1", "text": PROMPT, **at}),
+        ("agent", {"type": "message", "role": "assistant", "id": "a1", "text": FIRST, **at}),
+        ("agent", {"type": "tool_call", "id": "call_1", "messageId": "a1", "toolId": "Execute",
+                   "toolName": "Execute", "parameters": {"command": CMD}, **at}),
+        ("agent", {"type": "tool_result", "id": "call_1", "messageId": "r1", "toolId": "Execute",
+                   "isError": False, "value": OUT, **at}),
+        ("agent", {"type": "message", "role": "assistant", "id": "a2", "text": LAST, **at}),
+        ("agent", {"type": "completion", "finalText": LAST, "numTurns": 2, **at}),
+    ]
+
+
 def _acp_update(**u: Any) -> tuple[str, Any]:
     return ("agent", {"jsonrpc": "2.0", "method": "session/update",
                       "params": {"sessionId": "s1", "update": u}})
@@ -413,6 +430,7 @@ CONVERSATIONS = {
     "amp": lambda: _claude_like("session_id", {"cmd": CMD}, "agent"),
     "qwen": _qwen,
     "kilo": _kilo,
+    "droid": _droid,
     "codex": _codex,
     "codex-exec": _codex_exec,
     "opencode": _opencode,

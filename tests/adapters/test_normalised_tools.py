@@ -72,6 +72,7 @@ COMMANDS = [
     ("acp", "acp-gemini__tool_shell_allow", TOUCH, CWD),  # the command is the title
     ("qwen", "qwen-stream-json__tool_shell", PRINTF, CWD),
     ("kilo", "kilo-run-json__tool_shell", PRINTF, None),  # the run output names no cwd
+    ("droid", "droid-stream-json__tool_shell", PRINTF, CWD),
 ]
 
 
@@ -242,6 +243,20 @@ def _kilo_edit() -> list[tuple[str, Any]]:
     ]
 
 
+def _droid_create() -> list[tuple[str, Any]]:
+    """droid's `Create` (its recorded file tool; its Edit's input is not on record)."""
+    at = {"session_id": "d-1", "timestamp": 1}
+    return [
+        ("agent", {"type": "system", "subtype": "init", "cwd": CWD, "session_id": "d-1"}),
+        ("agent", {"type": "tool_call", "id": "call_1", "messageId": "m1", "toolId": "Create",
+                   "toolName": "Create", "parameters": {"file_path": PATH, "content": NEW + "\n"},
+                   **at}),
+        ("agent", {"type": "tool_result", "id": "call_1", "messageId": "m2", "toolId": "Create",
+                   "isError": False, "value": "ok", **at}),
+        ("agent", {"type": "completion", "finalText": "", "numTurns": 1, **at}),
+    ]
+
+
 def _codex_edit() -> list[tuple[str, Any]]:
     item = {"type": "fileChange", "id": "call_1", "status": "inProgress", "changes": [
         {"path": PATH, "kind": {"type": "update", "move_path": None},
@@ -393,6 +408,8 @@ EDITS = [
     ("amp", _amp_edit, EDITED, "excerpt"),  # old_str / new_str only
     ("qwen", _qwen_edit, EDITED, "excerpt"),  # file_path / old_string / new_string
     ("kilo", _kilo_edit, EDITED, "file"),  # OpenCode's metadata.filediff
+    ("droid", _droid_create, {"paths": [PATH], "diff": (
+        f"--- /dev/null\n+++ {PATH}\n@@ -0,0 +1 @@\n+{NEW}\n")}, "empty"),
     ("codex", _codex_edit, EDITED, "file"),  # bare hunks, given a header
     ("codex-exec", _codex_exec_edit, {"paths": [PATH]}, None),  # exec sends no diff
     ("gemini", _gemini_edit, EDITED, "excerpt"),
