@@ -213,7 +213,7 @@ def file_change_fields(name: str, inp: dict[str, Any], cap: int, diff: bool = Tr
                         parts.append((text_diff(p, old, new, excerpt=True), "excerpt"))
     elif path and diff and name != "NotebookEdit":
         old, new = _first(inp, _OLD_KEYS), _first(inp, _NEW_KEYS)
-        content = inp.get("content")
+        content = inp.get("content", inp.get("file_text"))  # Copilot's `create`: file_text
         if old is not None and new is not None:
             parts.append((text_diff(path, old, new, excerpt=True), "excerpt"))
         elif isinstance(content, str):

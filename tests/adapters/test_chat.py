@@ -315,6 +315,28 @@ def _droid() -> list[tuple[str, Any]]:
     ]
 
 
+def _copilot() -> list[tuple[str, Any]]:
+    """Copilot CLI's session events: the prompt, streamed text, a requested and run tool."""
+    def ev(kind: str, **data: Any) -> tuple[str, Any]:
+        return ("agent", {"type": kind, "data": data, "id": f"e{len(kind)}", "parentId": None})
+
+    call = {"toolCallId": "call_1", "name": "bash", "arguments": {"command": CMD}}
+    return [
+        ev("user.message", content=PROMPT, transformedContent=f"<current_datetime/>{PROMPT}",
+           messageId="u1"),
+        ev("assistant.message_delta", messageId="m1", deltaContent=FIRST),
+        ev("assistant.message", messageId="m1", content=FIRST, toolRequests=[call]),
+        ev("tool.execution_start", toolCallId="call_1", toolName="bash",
+           arguments={"command": CMD}),
+        ev("tool.execution_complete", toolCallId="call_1", success=True,
+           result={"content": OUT}),
+        ev("assistant.message_delta", messageId="m2", deltaContent=LAST),
+        ev("assistant.message", messageId="m2", content=LAST, toolRequests=[]),
+        ev("assistant.idle"),
+        ("agent", {"type": "result", "sessionId": "sess-1", "exitCode": 0, "usage": {}}),
+    ]
+
+
 def _acp_update(**u: Any) -> tuple[str, Any]:
     return ("agent", {"jsonrpc": "2.0", "method": "session/update",
                       "params": {"sessionId": "s1", "update": u}})
@@ -431,6 +453,7 @@ CONVERSATIONS = {
     "qwen": _qwen,
     "kilo": _kilo,
     "droid": _droid,
+    "copilot": _copilot,
     "codex": _codex,
     "codex-exec": _codex_exec,
     "opencode": _opencode,

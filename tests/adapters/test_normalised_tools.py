@@ -73,6 +73,7 @@ COMMANDS = [
     ("qwen", "qwen-stream-json__tool_shell", PRINTF, CWD),
     ("kilo", "kilo-run-json__tool_shell", PRINTF, None),  # the run output names no cwd
     ("droid", "droid-stream-json__tool_shell", PRINTF, CWD),
+    ("copilot", "copilot-json__tool_shell", PRINTF, None),  # its arguments name no cwd
 ]
 
 
@@ -257,6 +258,23 @@ def _droid_create() -> list[tuple[str, Any]]:
     ]
 
 
+def _copilot_edit() -> list[tuple[str, Any]]:
+    """Copilot CLI's `edit` tool (path, old_str, new_str), requested and run."""
+    def ev(kind: str, **data: Any) -> tuple[str, Any]:
+        return ("agent", {"type": kind, "data": data, "id": f"e-{kind}", "parentId": None})
+
+    inp = {"path": PATH, "old_str": OLD, "new_str": NEW}
+    return [
+        ev("user.message", content="Edit the file.", messageId="u1"),
+        ev("assistant.message", messageId="m1", content="", toolRequests=[
+            {"toolCallId": "call_1", "name": "edit", "arguments": inp, "type": "function"}]),
+        ev("tool.execution_start", toolCallId="call_1", toolName="edit", arguments=inp),
+        ev("tool.execution_complete", toolCallId="call_1", success=True,
+           result={"content": "File edited."}),
+        ev("assistant.idle"),
+    ]
+
+
 def _codex_edit() -> list[tuple[str, Any]]:
     item = {"type": "fileChange", "id": "call_1", "status": "inProgress", "changes": [
         {"path": PATH, "kind": {"type": "update", "move_path": None},
@@ -408,6 +426,7 @@ EDITS = [
     ("amp", _amp_edit, EDITED, "excerpt"),  # old_str / new_str only
     ("qwen", _qwen_edit, EDITED, "excerpt"),  # file_path / old_string / new_string
     ("kilo", _kilo_edit, EDITED, "file"),  # OpenCode's metadata.filediff
+    ("copilot", _copilot_edit, EDITED, "excerpt"),  # old_str / new_str
     ("droid", _droid_create, {"paths": [PATH], "diff": (
         f"--- /dev/null\n+++ {PATH}\n@@ -0,0 +1 @@\n+{NEW}\n")}, "empty"),
     ("codex", _codex_edit, EDITED, "file"),  # bare hunks, given a header

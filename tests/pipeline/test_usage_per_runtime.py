@@ -24,6 +24,7 @@ CAPTURED = Path(__file__).resolve().parents[1] / "fixtures" / "captured"
 def _turn_payloads(provider: str) -> list[bytes]:
     """Every turn.completed with `tokens` in the runtime's recordings, as published."""
     paths = [*sorted((CAPTURED / provider).glob("*.capture.jsonl")),
+             *sorted((CAPTURED.parent / "more-runtimes" / provider).glob("*.capture.jsonl")),
              *(path for p, _, path in samples() if p == provider),
              *sorted((GOLDENS / provider).glob("*.in.jsonl"))]
     found = []
@@ -41,11 +42,14 @@ def _turn_payloads(provider: str) -> list[bytes]:
 #: (adapters.claude.translator.claude_tokens, adapters.gemini.translator.gemini_tokens).
 #: Strict: the day one gives `tokens`, its entry here must go.
 _NO_TOKENS_YET: set[str] = set()
+#: Runtimes whose format carries no token counts at all (Copilot CLI's json mode: premium
+#: requests and durations only). Strict too: a recording with tokens fails here.
+NO_TOKENS_ON_THE_WIRE = frozenset({"copilot"})
 
 
 @pytest.mark.parametrize("provider", [
     pytest.param(p, marks=pytest.mark.xfail(strict=True, reason="no `tokens` yet"))
-    if p in _NO_TOKENS_YET else p for p in providers()])
+    if p in _NO_TOKENS_YET else p for p in providers() if p not in NO_TOKENS_ON_THE_WIRE])
 def test_the_fleet_and_otel_read_every_runtimes_usage(provider: str):
     turns = _turn_payloads(provider)
     assert turns, f"{provider}: no recording or sample has a turn.completed with tokens"
@@ -56,3 +60,8 @@ def test_the_fleet_and_otel_read_every_runtimes_usage(provider: str):
     spans = [turn_tokens(msgspec.json.decode(t)["payload"]) for t in turns]
     assert any(s and s.input and s.output for s in spans), (
         f"{provider}: OTel reads no tokens in any of {turns[:3]}")
+
+
+@pytest.mark.parametrize("provider", sorted(NO_TOKENS_ON_THE_WIRE))
+def test_a_runtime_without_token_counts_gets_none_invented(provider: str):
+    assert _turn_payloads(provider) == []
