@@ -58,6 +58,7 @@ RUNTIMES: tuple[Runtime, ...] = (
     Runtime(id="amp", name="Amp", package="adapters.amp", raw_topic="agents.raw.amp"),
     Runtime(id="gemini", name="Gemini CLI", package="adapters.gemini",
             raw_topic="agents.raw.gemini", vendor="gcp.gemini"),
+    Runtime(id="pi", name="pi", package="adapters.pi", raw_topic="agents.raw.pi"),
     Runtime(id="copilot", name="GitHub Copilot CLI", package="adapters.copilot",
             raw_topic="agents.raw.copilot"),
     Runtime(id="droid", name="Factory droid", package="adapters.droid",

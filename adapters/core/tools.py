@@ -93,8 +93,8 @@ def item_type_for_tool(name: str) -> str:
 
 _PATH_KEYS: Final = ("file_path", "filePath", "path", "absolute_path", "notebook_path",
                      "filepath")
-_OLD_KEYS: Final = ("old_string", "oldString", "old_str")
-_NEW_KEYS: Final = ("new_string", "newString", "new_str")
+_OLD_KEYS: Final = ("old_string", "oldString", "old_str", "oldText")  # oldText: pi
+_NEW_KEYS: Final = ("new_string", "newString", "new_str", "newText")
 _CWD_KEYS: Final = ("cwd", "workdir", "dir_path", "directory")
 _SHELLS: Final = frozenset({"sh", "bash", "zsh", "dash"})
 #: the files an apply_patch text names (Codex's patch format, OpenCode's apply_patch)

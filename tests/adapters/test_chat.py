@@ -337,6 +337,40 @@ def _copilot() -> list[tuple[str, Any]]:
     ]
 
 
+def _pi() -> list[tuple[str, Any]]:
+    """pi's json mode: the prompt's agent loop, two model calls, a bash call between."""
+    def update(kind: str, index: int, **event: Any) -> tuple[str, Any]:
+        return ("agent", {"type": "message_update", "assistantMessageEvent": {
+            "type": kind, "contentIndex": index, **event}})
+
+    call = {"type": "toolCall", "id": "call_1", "name": "bash", "arguments": {"command": CMD}}
+    user = {"role": "user", "content": [{"type": "text", "text": PROMPT}]}
+    return [
+        ("agent", {"type": "session", "version": 3, "id": "sess-1", "cwd": "/w"}),
+        ("agent", {"type": "agent_start"}),
+        ("agent", {"type": "message_start", "message": user}),
+        ("agent", {"type": "message_end", "message": user}),
+        ("agent", {"type": "message_start", "message": {"role": "assistant", "content": []}}),
+        update("text_start", 0),
+        update("text_delta", 0, delta=FIRST),
+        update("text_end", 0, content=FIRST),
+        update("toolcall_end", 1, toolCall=call),
+        ("agent", {"type": "message_end", "message": {"role": "assistant", "content": [
+            {"type": "text", "text": FIRST}, call], "stopReason": "toolUse"}}),
+        ("agent", {"type": "tool_execution_start", "toolCallId": "call_1", "toolName": "bash",
+                   "args": {"command": CMD}}),
+        ("agent", {"type": "tool_execution_end", "toolCallId": "call_1", "toolName": "bash",
+                   "result": {"content": [{"type": "text", "text": OUT}]}, "isError": False}),
+        ("agent", {"type": "message_start", "message": {"role": "assistant", "content": []}}),
+        update("text_start", 0),
+        update("text_delta", 0, delta=LAST),
+        update("text_end", 0, content=LAST),
+        ("agent", {"type": "message_end", "message": {"role": "assistant", "content": [
+            {"type": "text", "text": LAST}], "stopReason": "stop"}}),
+        ("agent", {"type": "agent_end", "messages": []}),
+    ]
+
+
 def _acp_update(**u: Any) -> tuple[str, Any]:
     return ("agent", {"jsonrpc": "2.0", "method": "session/update",
                       "params": {"sessionId": "s1", "update": u}})
@@ -454,6 +488,7 @@ CONVERSATIONS = {
     "kilo": _kilo,
     "droid": _droid,
     "copilot": _copilot,
+    "pi": _pi,
     "codex": _codex,
     "codex-exec": _codex_exec,
     "opencode": _opencode,

@@ -32,7 +32,7 @@ CONVERSATIONS: dict[str, Callable[[], list[tuple[str, Any]]]] = {
     "acp": test_acp_agents._conversation,
 }
 #: Runtimes whose stream carries no subagent's messages (README "Agents").
-NO_SUBAGENTS = {"codex-exec", "gemini", "kilo", "droid", "copilot"}
+NO_SUBAGENTS = {"codex-exec", "gemini", "kilo", "droid", "copilot", "pi"}
 
 
 def _tree(events: list[dict[str, Any]]) -> tuple[str, dict[str, str]]:

@@ -30,7 +30,7 @@ CMD = "touch a.txt"
 #: (codex-transcript, opencode-transcript: a rollout and OpenCode's database keep no
 #: approval request or decision, FORMATS.md; claude-transcript, gemini-transcript: nor do
 #: Claude Code's and Gemini CLI's files, only a refusal's outcome on the tool's result)
-NO_APPROVALS = frozenset({"amp", "qwen", "kilo", "droid", "copilot", "gemini", "codex-exec", "codex-transcript", "opencode-transcript",
+NO_APPROVALS = frozenset({"amp", "qwen", "kilo", "droid", "copilot", "pi", "gemini", "codex-exec", "codex-transcript", "opencode-transcript",
                           "claude-transcript", "gemini-transcript"})
 
 

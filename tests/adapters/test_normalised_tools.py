@@ -74,6 +74,8 @@ COMMANDS = [
     ("kilo", "kilo-run-json__tool_shell", PRINTF, None),  # the run output names no cwd
     ("droid", "droid-stream-json__tool_shell", PRINTF, CWD),
     ("copilot", "copilot-json__tool_shell", PRINTF, None),  # its arguments name no cwd
+    ("pi", "pi-json__tool_shell", PRINTF, None),  # nor do pi's
+    ("pi", "pi-rpc__approval", TOUCH, None),
 ]
 
 
@@ -275,6 +277,27 @@ def _copilot_edit() -> list[tuple[str, Any]]:
     ]
 
 
+def _pi_edit() -> list[tuple[str, Any]]:
+    """pi's `edit` tool (path, oldText, newText): called in a message, then run."""
+    inp = {"path": PATH, "oldText": OLD, "newText": NEW}
+    call = {"type": "toolCall", "id": "call_1", "name": "edit", "arguments": inp}
+    return [
+        ("agent", {"type": "session", "version": 3, "id": "p-1", "cwd": CWD}),
+        ("agent", {"type": "agent_start"}),
+        ("agent", {"type": "message_start", "message": {"role": "assistant", "content": []}}),
+        ("agent", {"type": "message_update", "assistantMessageEvent": {
+            "type": "toolcall_end", "contentIndex": 0, "toolCall": call}}),
+        ("agent", {"type": "message_end", "message": {"role": "assistant", "content": [call],
+                                                      "stopReason": "toolUse"}}),
+        ("agent", {"type": "tool_execution_start", "toolCallId": "call_1", "toolName": "edit",
+                   "args": inp}),
+        ("agent", {"type": "tool_execution_end", "toolCallId": "call_1", "toolName": "edit",
+                   "result": {"content": [{"type": "text", "text": "Edited."}]},
+                   "isError": False}),
+        ("agent", {"type": "agent_end", "messages": []}),
+    ]
+
+
 def _codex_edit() -> list[tuple[str, Any]]:
     item = {"type": "fileChange", "id": "call_1", "status": "inProgress", "changes": [
         {"path": PATH, "kind": {"type": "update", "move_path": None},
@@ -427,6 +450,7 @@ EDITS = [
     ("qwen", _qwen_edit, EDITED, "excerpt"),  # file_path / old_string / new_string
     ("kilo", _kilo_edit, EDITED, "file"),  # OpenCode's metadata.filediff
     ("copilot", _copilot_edit, EDITED, "excerpt"),  # old_str / new_str
+    ("pi", _pi_edit, EDITED, "excerpt"),  # oldText / newText
     ("droid", _droid_create, {"paths": [PATH], "diff": (
         f"--- /dev/null\n+++ {PATH}\n@@ -0,0 +1 @@\n+{NEW}\n")}, "empty"),
     ("codex", _codex_edit, EDITED, "file"),  # bare hunks, given a header
