@@ -12,8 +12,9 @@ consumer service depends on canonflow's contract, not on its worker.
             events.handled(event)          # committed once all before it are handled
 
 What it does, and why it is enough, is in topics.consumer (the part without I/O):
-duplicates dropped by one seq per session life, gaps yielded as `Gap`, unknown types
-as `Unknown`, and only the contiguous prefix of handled records committed, so that a
+a copy is a seq already seen for its session life on its own partition and is
+dropped, gaps (merged across partitions) are yielded as `Gap`, unknown types as
+`Unknown`, and only the contiguous prefix of handled records is committed, so that a
 restart reads on from the first record not handled; the `lookback` records before the
 committed offset are read back first, for their seqs only, so that the copies a
 crashed worker published past it are dropped too.
