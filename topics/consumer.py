@@ -185,6 +185,13 @@ def _history_identity(topic: str, value: bytes) -> tuple[str, int] | None:
         return None
 
 
+def position(topic: str, value: bytes | None) -> tuple[str, int] | None:
+    """(session life, seq) of a record from its envelope alone; None for a record that
+    has none. What a reader orders a life's records of several partitions by."""
+    ident = _history_identity(topic, value) if value is not None else None
+    return (life(topic, ident[0]), ident[1]) if ident is not None else None
+
+
 class _Partition:
     """The offsets of one partition handed out and not yet committed, in order, each
     with whether it was handled: the committable end is where the first unhandled one
