@@ -302,10 +302,13 @@ class Tracker:
     (returns what to hand out). Cost per record: a dict lookup, an LRU move and a look
     at the life's last range; memory: at most MAX_RANGES ranges per remembered life
     (one for a session read in order) plus the offsets handed out and not yet
-    committed."""
+    committed. With `offsets` False (a reader that commits nothing, as `canonflow
+    tail`), no offset is kept at all: `handled` and `commits` have nothing to do, and
+    memory does not grow with the records read."""
 
-    def __init__(self, *, max_lives: int = DEFAULT_MAX_LIVES):
+    def __init__(self, *, max_lives: int = DEFAULT_MAX_LIVES, offsets: bool = True):
         self.max_lives = max_lives
+        self.offsets = offsets
         self.lives: OrderedDict[str, _Life] = OrderedDict()  # life prefix -> seqs seen
         self.forgot = False  # a life was forgotten: a first sight may not be a first
         self.partitions: dict[TopicPartition, _Partition] = {}
@@ -349,19 +352,22 @@ class Tracker:
             value=b"")
         ident = identity(item)
         if ident is None:
-            part.open[offset] = False
+            if self.offsets:
+                part.open[offset] = False
             return [item]
         session, eid, seq = ident
         seen = self._life(life(tp[0], eid))
         if seen.has(tp, seq):
             self.duplicates += 1
-            part.open[offset] = True
-            part.advance()
+            if self.offsets:
+                part.open[offset] = True
+                part.advance()
             return []
         below = seen.highest_below(seq)
         seen.add(tp, seq)
-        part.open[offset] = False
-        self._hand_out(eid, (tp, offset))
+        if self.offsets:
+            part.open[offset] = False
+            self._hand_out(eid, (tp, offset))
         if (below < seq - 1) if below is not None else (
                 seq > 1 and part.complete and not self.forgot):
             self.gaps += 1

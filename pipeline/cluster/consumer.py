@@ -61,7 +61,8 @@ class Consumer:
         self.lookback, self.commit_interval = lookback, commit_interval
         self.idle_timeout, self.poll_ms = idle_timeout, poll_ms
         self.client = client
-        self.tracker = Tracker(max_lives=max_lives)
+        # without a group nothing is committed: no offset needs keeping
+        self.tracker = Tracker(max_lives=max_lives, offsets=group is not None)
         self._consumer: Any = None
         self._ready: deque[tuple[Item, Any]] = deque()
         self._resume_at: dict[tuple[str, int], int] = {}  # history below this offset

@@ -105,6 +105,22 @@ def through_the_library(settings: Settings, key: bytes) -> tuple[list[str], list
     return ids, gaps
 
 
+def without_a_group(settings: Settings, key: bytes) -> tuple[list[str], Consumer]:
+    """The session's eventIds a reader without a group (as `canonflow tail`) hands out,
+    marking nothing handled, and the consumer it read with."""
+    ids: list[str] = []
+    consumer = Consumer(CANONICAL_TOPIC, idle_timeout=3.0, **kafka_client_kwargs(settings))
+
+    async def run() -> None:
+        async with consumer as events:
+            async for item in events:
+                if not isinstance(item, Gap) and item.sessionId == key.decode():  # type: ignore[union-attr]
+                    ids.append(item.eventId)  # type: ignore[union-attr]
+
+    asyncio.run(run())
+    return ids, consumer
+
+
 def through_tail(settings: Settings, session: str) -> tuple[list[str], list[str]]:
     """What the real `canonflow tail --session --json` prints: eventIds and gap lines."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("CANONFLOW_")}
@@ -151,6 +167,11 @@ def test_a_session_published_on_two_partitions_is_read_whole(settings, worker):
     # read in one fetch, the two partitions are merged by seq: no gap, in order
     assert (ids, gaps) == (in_seq_order, [])
     assert (shown, gap_lines) == (in_seq_order, [])
+    # a reader that commits nothing keeps no offset per record it hands out
+    ids, consumer = without_a_group(settings, key)
+    assert ids == in_seq_order
+    tracker = consumer.tracker
+    assert tracker._where == {} and all(p.open == {} for p in tracker.partitions.values())
 
 
 @pytest.mark.parametrize("forged_on", ["the same partition", "a partition read first"])

@@ -224,6 +224,14 @@ def test_the_same_event_id_on_two_partitions_is_committed_on_both():
     assert t.commits() == {TP: 1, TP1: 1} and t._where == {} and t._more == {}
 
 
+def test_a_reader_that_commits_nothing_keeps_nothing_per_record():
+    t = Tracker(offsets=False)
+    t.assigned(TP, 0, complete=True)
+    got = feed_all(t, [event(s) for s in range(1, 1001)] + [event(5), b"not json"])
+    assert len(got) == 1001 and t.duplicates == 1
+    assert t.partitions[TP].open == {} and t._where == {} and t.commits() == {}
+
+
 # ---- schema evolution: a version-N reader, version N+1 events -------------------
 
 
