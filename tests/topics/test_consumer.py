@@ -224,6 +224,15 @@ def test_the_same_event_id_on_two_partitions_is_committed_on_both():
     assert t.commits() == {TP: 1, TP1: 1} and t._where == {} and t._more == {}
 
 
+def test_a_forged_huge_seq_read_back_as_history_hides_nothing_after_the_restart():
+    t = Tracker()
+    t.assigned(TP, 7, complete=True)
+    for v in [event(s) for s in range(1, 6)] + [event(FORGED), event(6)]:
+        t.history(TP, v)
+    got = feed_all(t, [event(6), event(7), event(8)], start=7)
+    assert seqs(got) == [7, 8] and t.duplicates == 1
+
+
 def test_a_reader_that_commits_nothing_keeps_nothing_per_record():
     t = Tracker(offsets=False)
     t.assigned(TP, 0, complete=True)
