@@ -18,8 +18,8 @@ and hides nothing below it; the same eventId on another partition is handed out 
 
 Memory. A life keeps at most `MAX_RANGES` ranges across its partitions (two ints
 each), whatever its seqs: a jump costs one range, never anything proportional to its
-size. Past that bound the shortest range is forgotten (the most recent first among
-equals): a later copy of one of its seqs would be handed out again, a duplicate but
+size. Past that bound the shortest range is forgotten (the highest first among
+equals: a forged seq lies above the session's own): a later copy of one of its seqs would be handed out again, a duplicate but
 never a loss. The lives remembered are bounded too (least recently seen forgotten
 first, `max_lives`).
 
@@ -32,6 +32,8 @@ start may simply lie before what was read. A session whose records moved to anot
 partition (the worker says so in a runtime.warning) has its events on two partitions;
 read out of seq order, the later partition first, its earlier events come after a
 Gap that names them: a Gap says what had not been seen when the event past it came.
+(`pipeline.cluster.consumer.merged` feeds one fetch's records of such a life in seq
+order, so this happens only across fetches.)
 
 Commits and restarts. The caller marks what it handled (`handled`); `commits` gives,
 per partition, the end of the contiguous prefix of handled records (duplicates and
