@@ -4,20 +4,36 @@ handled (README "Consuming canonflow"). `pipeline.cluster.consumer.Consumer` run
 over aiokafka; anything else that reads Kafka can feed `Tracker` itself.
 
 Duplicates. A worker that crashes publishes again what it had not acknowledged, with
-the same eventIds (README "Reliability"). An eventId is its session life's prefix
-(a hash of provider, session and the life's first record time: a session closed for
-idleness and started again is a new life, its seq from 1 again) followed by `seq` in
-its last 12 hex digits, and seq is gapless per life and published in order within a
-partition (a copy comes after its original). So remembering, per life, the last seq
-handed out is enough to know every earlier eventId of that life was handed out: a
-record at or below it is a copy. That is one integer per life, not a set of ids; the
-lives remembered are bounded (least recently seen forgotten first, `max_lives`).
+the same eventIds, on the partition of the originals and after them (README
+"Reliability"). An eventId is its session life's prefix (a hash of provider, session
+and the life's first record time: a session closed for idleness and started again is
+a new life, its seq from 1 again) followed by `seq` in its last 12 hex digits. So the
+Tracker remembers, per life and per partition, the seqs it has handed out, as ranges
+of consecutive seqs: a session read in order is one range, whatever its length. An
+event is a copy when its seq lies in a range of its own life on its own partition:
+that exact eventId was handed out there before. Nothing else is a copy. A seq far
+past the others (a forged or damaged event) is handed out, opens a range of its own
+and hides nothing below it; the same eventId on another partition is handed out too
+(a worker never publishes a copy there).
 
-Gaps. An event whose seq is more than one past its life's last is a gap: the Tracker
-yields a `Gap` before the event, an explicit value, never a log line. A life seen for
-the first time with seq > 1 is a gap only when everything of its partition was read
-from the partition's first offset and no life was forgotten; otherwise its start may
-simply lie before what was read.
+Memory. A life keeps at most `MAX_RANGES` ranges across its partitions (two ints
+each), whatever its seqs: a jump costs one range, never anything proportional to its
+size. Past that bound the shortest range is forgotten (the highest first among
+equals: a forged seq lies above the session's own): a later copy of one of its seqs would be handed out again, a duplicate but
+never a loss. The lives remembered are bounded too (least recently seen forgotten
+first, `max_lives`).
+
+Gaps. A life's seqs are merged across its partitions: an event whose seq - 1 was not
+seen on any of them is past a gap, and the Tracker yields a `Gap` before it, an
+explicit value, never a log line (`after`: the highest seq seen below it). A life
+seen for the first time with seq > 1 is a gap only when everything of its partition
+was read from the partition's first offset and no life was forgotten; otherwise its
+start may simply lie before what was read. A session whose records moved to another
+partition (the worker says so in a runtime.warning) has its events on two partitions;
+read out of seq order, the later partition first, its earlier events come after a
+Gap that names them: a Gap says what had not been seen when the event past it came.
+(`pipeline.cluster.consumer.merged` feeds one fetch's records of such a life in seq
+order, so this happens only across fetches.)
 
 Commits and restarts. The caller marks what it handled (`handled`); `commits` gives,
 per partition, the end of the contiguous prefix of handled records (duplicates and
@@ -26,7 +42,7 @@ prefix means everything at or past the committed offset was not handled, whateve
 order the caller handled things in. After a restart the only records to drop are the
 copies of handled events that a worker's crash published past the committed offset;
 their originals lie just before it. So the reader reads the partition's last
-`lookback` records before the committed offset back into `history` (seq floors only,
+`lookback` records before the committed offset back into `history` (their seqs only,
 nothing handed out), then goes on from the committed offset. A copy lies at most a
 worker's undelivered output after its original (the batches it had not acknowledged),
 far below the default lookback.
@@ -54,8 +70,11 @@ from topics.chat import ChatRecord, decode_chat
 TopicPartition = tuple[str, int]
 #: Length of an eventId's session-life prefix (a UUID without its last 12 hex digits).
 LIFE_PREFIX = 24
-#: Session lives remembered by default (about 100 bytes each).
+#: Session lives remembered by default (about 500 bytes each for a life read in order,
+#: 3 KB at most: MAX_RANGES ranges on as many partitions).
 DEFAULT_MAX_LIVES = 100_000
+#: Ranges of seqs seen that one session life keeps, across its partitions.
+MAX_RANGES = 16
 
 
 class Gap(Struct, frozen=True, kw_only=True):
@@ -157,7 +176,7 @@ def life(topic: str, event_id: str) -> str:
 
 
 def _history_identity(topic: str, value: bytes) -> tuple[str, int] | None:
-    """(event id, seq) of a record read back for its floor: the envelope alone."""
+    """(event id, seq) of a record read back for its seq: the envelope alone."""
     try:
         if topic == CHAT_TOPIC:
             c = _chat_envelope(value)
@@ -166,6 +185,13 @@ def _history_identity(topic: str, value: bytes) -> tuple[str, int] | None:
         return v.eventId, v.seq
     except (msgspec.DecodeError, msgspec.ValidationError):
         return None
+
+
+def position(topic: str, value: bytes | None) -> tuple[str, int] | None:
+    """(session life, seq) of a record from its envelope alone; None for a record that
+    has none. What a reader orders a life's records of several partitions by."""
+    ident = _history_identity(topic, value) if value is not None else None
+    return (life(topic, ident[0]), ident[1]) if ident is not None else None
 
 
 class _Partition:
@@ -190,20 +216,108 @@ class _Partition:
             self.end = first + 1
 
 
+class _Life:
+    """The seqs one session life was seen with, per topic partition: sorted, disjoint
+    ranges of consecutive seqs, a flat list [lo, hi, lo, hi, ...] per partition, at
+    most MAX_RANGES in all (see the module doc, "Memory")."""
+
+    __slots__ = ("ranges", "count")
+
+    def __init__(self) -> None:
+        self.ranges: dict[TopicPartition, list[int]] = {}
+        self.count = 0
+
+    def has(self, tp: TopicPartition, seq: int) -> bool:
+        """`seq` was seen on `tp`."""
+        r = self.ranges.get(tp)
+        if r is None:
+            return False
+        for i in range(len(r) - 2, -1, -2):  # the last range first: a copy is recent
+            if r[i] <= seq:
+                return seq <= r[i + 1]
+        return False
+
+    def highest_below(self, seq: int) -> int | None:
+        """The highest seq below `seq` seen on any partition (None: none)."""
+        best: int | None = None
+        for r in self.ranges.values():
+            for i in range(0, len(r), 2):
+                if r[i] < seq:
+                    top = min(r[i + 1], seq - 1)
+                    if best is None or top > best:
+                        best = top
+        return best
+
+    def add(self, tp: TopicPartition, seq: int) -> None:
+        """`seq` is seen on `tp` (not seen there before)."""
+        r = self.ranges.get(tp)
+        if r is None:
+            self.ranges[tp] = [seq, seq]
+        elif r[-1] == seq - 1:  # in order: the usual case
+            r[-1] = seq
+            return
+        else:
+            i = 0
+            while i < len(r) and r[i] < seq:
+                i += 2
+            joins_before = i > 0 and r[i - 1] == seq - 1
+            joins_after = i < len(r) and r[i] == seq + 1
+            if joins_before and joins_after:
+                r[i - 1] = r[i + 1]
+                del r[i:i + 2]
+                self.count -= 1
+                return
+            if joins_before:
+                r[i - 1] = seq
+                return
+            if joins_after:
+                r[i] = seq
+                return
+            r[i:i] = [seq, seq]
+        self.count += 1
+        if self.count > MAX_RANGES:
+            self._forget_one()
+
+    def _forget_one(self) -> None:
+        """Forget the shortest range (the highest among equals: a forged seq lies far
+        above the session's own)."""
+        worst: tuple[int, int, TopicPartition, int] | None = None
+        for tp, r in self.ranges.items():
+            for i in range(0, len(r), 2):
+                rank = (r[i + 1] - r[i], -r[i])
+                if worst is None or rank < worst[:2]:
+                    worst = (*rank, tp, i)
+        assert worst is not None
+        tp, i = worst[2], worst[3]
+        r = self.ranges[tp]
+        del r[i:i + 2]
+        if not r:
+            del self.ranges[tp]
+        self.count -= 1
+
+
 class Tracker:
     """Dedupe, gap detection and handled offsets of one reader (see the module doc).
 
     Feed it the records of assigned partitions in offset order: `history` for records
-    before the committed offset (already handled: seq floors only), `feed` for the rest
-    (returns what to hand out). Cost per record: a dict lookup and an LRU move; memory:
-    one int per remembered life plus the offsets handed out and not yet committed."""
+    before the committed offset (already handled: their seqs only), `feed` for the rest
+    (returns what to hand out). Cost per record: a dict lookup, an LRU move and a look
+    at the life's last range; memory: at most MAX_RANGES ranges per remembered life
+    (one for a session read in order) plus the offsets handed out and not yet
+    committed. With `offsets` False (a reader that commits nothing, as `canonflow
+    tail`), no offset is kept at all: `handled` and `commits` have nothing to do, and
+    memory does not grow with the records read."""
 
-    def __init__(self, *, max_lives: int = DEFAULT_MAX_LIVES):
+    def __init__(self, *, max_lives: int = DEFAULT_MAX_LIVES, offsets: bool = True):
         self.max_lives = max_lives
-        self.floors: OrderedDict[str, int] = OrderedDict()  # life prefix -> last seq
+        self.offsets = offsets
+        self.lives: OrderedDict[str, _Life] = OrderedDict()  # life prefix -> seqs seen
         self.forgot = False  # a life was forgotten: a first sight may not be a first
         self.partitions: dict[TopicPartition, _Partition] = {}
-        self._where: dict[str, tuple[TopicPartition, int]] = {}  # eventId -> handed out at
+        # eventId -> where it was handed out and not yet handled; the same eventId
+        # handed out again on another partition waits in _more, in order
+        self._where: dict[str, tuple[TopicPartition, int]] = {}
+        self._more: dict[str, list[tuple[TopicPartition, int]]] = {}
         self.duplicates = 0
         self.gaps = 0
 
@@ -213,19 +327,21 @@ class Tracker:
         self.partitions[tp] = _Partition(committed, complete)
 
     def revoked(self, tp: TopicPartition) -> None:
-        """`tp` went to another reader: forget its offsets (not its lives' floors)."""
+        """`tp` went to another reader: forget its offsets (not the seqs seen on it)."""
         part = self.partitions.pop(tp, None)
         if part is not None:
-            for eid in [e for e, (t, _) in self._where.items() if t == tp]:
-                del self._where[eid]
+            open_there = [(e, w) for e, w in self._where.items() if w[0] == tp]
+            open_there += [(e, w) for e, ws in self._more.items() for w in ws if w[0] == tp]
+            for eid, where in open_there:
+                self._release(eid, where)
 
     def history(self, tp: TopicPartition, value: bytes | None) -> None:
-        """A record before the committed offset: handled earlier, its seq is a floor."""
+        """A record before the committed offset: handled earlier, its seq was seen."""
         ident = _history_identity(tp[0], value) if value is not None else None
         if ident is not None:
-            key, seq = life(tp[0], ident[0]), ident[1]
-            if seq > self.floors.get(key, 0):
-                self._remember(key, seq)
+            seen = self._life(life(tp[0], ident[0]))
+            if not seen.has(tp, ident[1]):
+                seen.add(tp, ident[1])
 
     def feed(self, tp: TopicPartition, offset: int, value: bytes | None) -> list[Item]:
         """The items one record gives: nothing (a copy), the event (Unknown for what is
@@ -238,24 +354,27 @@ class Tracker:
             value=b"")
         ident = identity(item)
         if ident is None:
-            part.open[offset] = False
+            if self.offsets:
+                part.open[offset] = False
             return [item]
         session, eid, seq = ident
-        key = life(tp[0], eid)
-        last = self.floors.get(key)
-        if last is not None and seq <= last:
+        seen = self._life(life(tp[0], eid))
+        if seen.has(tp, seq):
             self.duplicates += 1
-            part.open[offset] = True
-            part.advance()
+            if self.offsets:
+                part.open[offset] = True
+                part.advance()
             return []
-        self._remember(key, seq)
-        part.open[offset] = False
-        self._where[eid] = (tp, offset)
-        if (seq > last + 1) if last is not None else (
+        below = seen.highest_below(seq)
+        seen.add(tp, seq)
+        if self.offsets:
+            part.open[offset] = False
+            self._hand_out(eid, (tp, offset))
+        if (below < seq - 1) if below is not None else (
                 seq > 1 and part.complete and not self.forgot):
             self.gaps += 1
             return [Gap(topic=tp[0], partition=tp[1], offset=offset, sessionId=session,
-                        after=last or 0, before=seq), item]
+                        after=below or 0, before=seq), item]
         return [item]
 
     def handled(self, item: Item) -> None:
@@ -268,10 +387,10 @@ class Tracker:
             tp: TopicPartition = (item.topic, item.partition)
             offset = item.offset
             if item.eventId is not None:
-                self._where.pop(item.eventId, None)
+                self._release(item.eventId, (tp, offset))
         else:
             ident = identity(item)
-            where = self._where.pop(ident[1], None) if ident is not None else None
+            where = self._release(ident[1]) if ident is not None else None
             if where is None:
                 return
             tp, offset = where
@@ -292,10 +411,43 @@ class Tracker:
             if part is not None:
                 part.committed = max(part.committed, end)
 
-    def _remember(self, key: str, seq: int) -> None:
-        self.floors[key] = seq
-        self.floors.move_to_end(key)
-        if len(self.floors) > self.max_lives:
-            self.floors.popitem(last=False)
-            self.forgot = True
+    def _life(self, key: str) -> _Life:
+        """The seqs seen of life `key`, most recently seen now (a new one if forgotten)."""
+        seen = self.lives.get(key)
+        if seen is None:
+            seen = self.lives[key] = _Life()
+            if len(self.lives) > self.max_lives:
+                self.lives.popitem(last=False)
+                self.forgot = True
+        else:
+            self.lives.move_to_end(key)
+        return seen
 
+    def _hand_out(self, eid: str, where: tuple[TopicPartition, int]) -> None:
+        if eid in self._where:
+            self._more.setdefault(eid, []).append(where)
+        else:
+            self._where[eid] = where
+
+    def _release(self, eid: str, at: tuple[TopicPartition, int] | None = None
+                 ) -> tuple[TopicPartition, int] | None:
+        """Forget where `eid` was handed out: at `at`, or (None) the earliest place it
+        is still open. Returns that place, None if there is none."""
+        where = self._where.get(eid)
+        if where is None:
+            return None
+        more = self._more.get(eid)
+        if at is None or at == where:
+            if more:
+                self._where[eid] = more.pop(0)
+                if not more:
+                    del self._more[eid]
+            else:
+                del self._where[eid]
+            return where
+        if more and at in more:
+            more.remove(at)
+            if not more:
+                del self._more[eid]
+            return at
+        return None

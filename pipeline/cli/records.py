@@ -208,8 +208,10 @@ def tail(broker: str | None, session: str | None, as_json: bool, deadletters: bo
 
     def gap(g, rec) -> None:  # noqa: ANN001
         if key is None or rec.key == key:
+            # not "never": a session on two partitions may bring them later
             click.echo(visible(f"(gap: session {g.sessionId}: seq {g.after + 1} to "
-                               f"{g.before - 1} never arrived)", lines=False))
+                               f"{g.before - 1} not seen before seq {g.before})",
+                               lines=False))
 
     chat = ChatRenderer(lambda s: (sys.stdout.write(s), sys.stdout.flush()))
     topic = (DEADLETTER_TOPIC if deadletters else CHAT_TOPIC if view == "chat"

@@ -12,8 +12,9 @@ consumer service depends on canonflow's contract, not on its worker.
             events.handled(event)          # committed once all before it are handled
 
 What it does, and why it is enough, is in topics.consumer (the part without I/O):
-duplicates dropped by one seq per session life, gaps yielded as `Gap`, unknown types
-as `Unknown`, and only the contiguous prefix of handled records committed, so that a
+a copy is a seq already seen for its session life on its own partition and is
+dropped, gaps (merged across partitions) are yielded as `Gap`, unknown types as
+`Unknown`, and only the contiguous prefix of handled records is committed, so that a
 restart reads on from the first record not handled; the `lookback` records before the
 committed offset are read back first, for their seqs only, so that the copies a
 crashed worker published past it are dropped too.
@@ -23,14 +24,14 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Iterator
 from types import TracebackType
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 
 from topics.catalog import CANONICAL_TOPIC
-from topics.consumer import DEFAULT_MAX_LIVES, Item, Tracker
+from topics.consumer import DEFAULT_MAX_LIVES, Item, Tracker, position
 
 #: Records before the committed offset read back on resume, per partition (see the
 #: module doc): far more than a worker publishes again after a crash (its batches not
@@ -60,7 +61,8 @@ class Consumer:
         self.lookback, self.commit_interval = lookback, commit_interval
         self.idle_timeout, self.poll_ms = idle_timeout, poll_ms
         self.client = client
-        self.tracker = Tracker(max_lives=max_lives)
+        # without a group nothing is committed: no offset needs keeping
+        self.tracker = Tracker(max_lives=max_lives, offsets=group is not None)
         self._consumer: Any = None
         self._ready: deque[tuple[Item, Any]] = deque()
         self._resume_at: dict[tuple[str, int], int] = {}  # history below this offset
@@ -151,20 +153,18 @@ class Consumer:
                     and now - self._last_commit >= self.commit_interval):
                 await self._commit(self._consumer)
             batch = await self._consumer.getmany(timeout_ms=self.poll_ms)
-            for tp in sorted(batch, key=lambda tp: (tp.topic, tp.partition)):
-                self._take(tp, batch[tp])
+            for tp, rec in merged(batch):
+                self._take(tp, rec)
         return True
 
-    def _take(self, tp: Any, records: Iterable[Any]) -> None:
+    def _take(self, tp: Any, rec: Any) -> None:
         key = (tp.topic, tp.partition)
-        resume_at = self._resume_at.get(key, -1)
-        for rec in records:
-            self._last_record = time.monotonic()
-            if rec.offset < resume_at:
-                self.tracker.history(key, rec.value)
-                continue
-            self._ready.extend((item, rec) for item in self.tracker.feed(key, rec.offset,
-                                                                         rec.value))
+        self._last_record = time.monotonic()
+        if rec.offset < self._resume_at.get(key, -1):
+            self.tracker.history(key, rec.value)
+            return
+        self._ready.extend((item, rec) for item in self.tracker.feed(key, rec.offset,
+                                                                     rec.value))
 
     async def _assigned(self, assigned: Iterable[Any]) -> None:
         """Each new partition resumes at its committed offset, its `lookback` records
@@ -203,6 +203,61 @@ class Consumer:
             self.tracker.revoked(key)
             self._resume_at.pop(key, None)
         self._ready = deque(x for x in self._ready if (x[1].topic, x[1].partition) not in tps)
+
+
+def merged(batch: dict[Any, list[Any]]) -> Iterator[tuple[Any, Any]]:
+    """The records of one fetch, as (topic partition, record): each partition's in
+    offset order, and a session life's records on several partitions (its raw records
+    moved) in seq order between them, as far as the partitions' own orders allow. So
+    the events of a session published on two partitions come as the worker published
+    them, and no Gap is said for seqs that are in the same fetch. Only the records of a
+    key found on several partitions of the fetch are decoded (their envelope)."""
+    tps = sorted(batch, key=lambda tp: (tp.topic, tp.partition))
+    first_on: dict[tuple[str, Any], Any] = {}
+    shared: set[tuple[str, Any]] = set()
+    for tp in tps:
+        for rec in batch[tp]:
+            if first_on.setdefault((tp.topic, rec.key), tp) != tp:
+                shared.add((tp.topic, rec.key))
+    if not shared:
+        for tp in tps:
+            for rec in batch[tp]:
+                yield tp, rec
+        return
+    queues: dict[Any, deque[tuple[Any, tuple[str, int] | None]]] = {}
+    # per life, per partition: the seqs not yet yielded, in offset order
+    waiting: dict[str, dict[Any, deque[int]]] = {}
+    for tp in tps:
+        queue = queues[tp] = deque()
+        for rec in batch[tp]:
+            pos = position(tp.topic, rec.value) if (tp.topic, rec.key) in shared else None
+            queue.append((rec, pos))
+            if pos is not None:
+                waiting.setdefault(pos[0], {}).setdefault(tp, deque()).append(pos[1])
+
+    def take(tp: Any) -> Any:
+        rec, pos = queues[tp].popleft()
+        if pos is not None:
+            waiting[pos[0]][tp].popleft()
+        return rec
+
+    while True:
+        moved = False
+        for tp in tps:
+            queue = queues[tp]
+            while queue:
+                pos = queue[0][1]
+                if pos is not None and any(
+                        other != tp and seqs and seqs[0] < pos[1]
+                        for other, seqs in waiting[pos[0]].items()):
+                    break  # a lower seq of its life waits on another partition
+                moved = True
+                yield tp, take(tp)
+        if not moved:  # every partition's next record waits on another: take one
+            tp = next((tp for tp in tps if queues[tp]), None)
+            if tp is None:
+                return
+            yield tp, take(tp)
 
 
 class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]

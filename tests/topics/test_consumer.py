@@ -1,5 +1,5 @@
-"""The consumer library's part without I/O (topics.consumer): dedupe by one seq per
-session life, gaps as values, handled prefixes, and what a version-N reader does with
+"""The consumer library's part without I/O (topics.consumer): dedupe by the ranges of
+seqs seen per session life and partition, gaps as values, handled prefixes, and what a version-N reader does with
 version N+1 events (README "Schema evolution")."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from adapters.core.ids import event_id
 from topics.canonical import SCHEMA_VERSION, ContentDelta, TurnCompleted, TurnStarted
 from topics.catalog import CANONICAL_TOPIC, CHAT_TOPIC
 from topics.chat import ChatText
-from topics.consumer import Gap, Tracker, Unknown, decode
+from topics.consumer import MAX_RANGES, Gap, Tracker, Unknown, decode
 
 TP = (CANONICAL_TOPIC, 0)
 
@@ -40,7 +40,7 @@ def test_events_come_out_typed():
     assert isinstance(e, TurnStarted) and e.payload.model == "m"
 
 
-def test_a_redelivered_event_is_dropped_by_its_lifes_last_seq():
+def test_a_redelivered_event_is_dropped_by_the_seqs_its_life_was_seen_with():
     t = Tracker()
     t.assigned(TP, 0, complete=True)
     got = feed_all(t, [event(1), event(2), event(3), event(2), event(3), event(4)])
@@ -72,7 +72,7 @@ def test_a_first_sight_past_seq_1_is_a_gap_only_when_the_partition_was_read_whol
     assert [type(x) for x in feed_all(partial, [event(3)], start=40)] == [TurnStarted]
 
 
-def test_chat_records_have_floors_of_their_own():
+def test_chat_records_have_seqs_of_their_own():
     t = Tracker()
     for tp in (TP, (CHAT_TOPIC, 0)):
         t.assigned(tp, 0, complete=True)
@@ -131,16 +131,114 @@ def test_lives_remembered_are_bounded_and_a_forgotten_one_raises_no_false_gap():
     t.assigned(TP, 0, complete=True)
     values = [event(1, session=f"s{i}") for i in range(5)] + [event(2, session="s0")]
     got = feed_all(t, values)
-    assert len(t.floors) == 3 and t.forgot
+    assert len(t.lives) == 3 and t.forgot
     assert not any(isinstance(x, Gap) for x in got)
 
 
-def test_memory_per_life_is_one_int_whatever_the_length_of_the_session():
+def test_memory_per_life_is_one_range_whatever_the_length_of_the_session():
     t = Tracker()
     t.assigned(TP, 0, complete=True)
     for item in feed_all(t, [event(s) for s in range(1, 2001)]):
         t.handled(item)
-    assert len(t.floors) == 1 and t.partitions[TP].open == {} and t._where == {}
+    (seen,) = t.lives.values()
+    assert seen.ranges == {TP: [1, 2000]} and seen.count == 1
+    assert t.partitions[TP].open == {} and t._where == {}
+
+
+# ---- seqs that jump, sessions on two partitions --------------------------------------
+
+FORGED = 10**12 - 1  # the highest seq an eventId's 12 hex digits hold
+TP1 = (CANONICAL_TOPIC, 1)
+
+
+def seqs(items: list[Any]) -> list[Any]:
+    return [("gap", x.after, x.before) if isinstance(x, Gap) else x.seq for x in items]
+
+
+def test_a_forged_huge_seq_is_a_gap_and_the_events_after_it_are_not_copies():
+    t = Tracker()
+    t.assigned(TP, 0, complete=True)
+    got = feed_all(t, [event(s) for s in range(1, 6)] + [event(FORGED)]
+                   + [event(s) for s in range(6, 10)] + [event(7), event(FORGED)])
+    assert seqs(got) == [1, 2, 3, 4, 5, ("gap", 5, FORGED), FORGED, 6, 7, 8, 9]
+    assert t.duplicates == 2
+
+
+def test_a_forged_huge_seq_first_on_a_partition_read_from_now_hides_nothing():
+    t = Tracker()
+    t.assigned(TP, 40, complete=False)
+    got = feed_all(t, [event(FORGED)] + [event(s) for s in range(83, 90)] + [event(85)],
+                   start=40)
+    assert seqs(got) == [FORGED, 83, 84, 85, 86, 87, 88, 89] and t.duplicates == 1
+
+
+def test_a_forged_seq_on_another_partition_hides_nothing_on_this_one():
+    t = Tracker()
+    for tp in (TP, TP1):
+        t.assigned(tp, 0, complete=True)
+    got = t.feed(TP1, 0, event(FORGED)) + t.feed(TP1, 1, event(3))
+    got += feed_all(t, [event(s) for s in range(1, 6)])
+    assert seqs(got) == [("gap", 0, FORGED), FORGED, ("gap", 0, 3), 3, 1, 2, 3, 4, 5]
+
+
+def test_a_session_on_two_partitions_is_merged_by_seq_whatever_is_read_first():
+    """Its records moved from partition 0 to 1 at seq 50; partition 1 is read first."""
+    t = Tracker()
+    for tp in (TP, TP1):
+        t.assigned(tp, 0, complete=True)
+    later = feed_all(t, [event(s) for s in range(50, 83)] + [event(60)], tp=TP1)
+    earlier = feed_all(t, [event(s) for s in range(1, 50)] + [event(49)])
+    assert seqs(later) == [("gap", 0, 50), *range(50, 83)]
+    assert seqs(earlier) == list(range(1, 50)) and t.duplicates == 2
+    (seen,) = t.lives.values()
+    assert seen.ranges == {TP1: [50, 82], TP: [1, 49]}
+    # read in seq order, no gap at all
+    t = Tracker()
+    for tp in (TP, TP1):
+        t.assigned(tp, 0, complete=True)
+    got = feed_all(t, [event(s) for s in range(1, 50)])
+    got += feed_all(t, [event(s) for s in range(50, 83)], tp=TP1)
+    assert seqs(got) == list(range(1, 83))
+
+
+def test_a_life_keeps_a_bounded_number_of_ranges_whatever_it_is_sent():
+    t = Tracker()
+    t.assigned(TP, 0, complete=True)
+    forged = [event(FORGED - 2 * n) for n in range(1000)]
+    got = feed_all(t, [event(s) for s in range(1, 11)] + forged
+                   + [event(s) for s in range(11, 21)])
+    (seen,) = t.lives.values()
+    assert seen.count == sum(len(r) for r in seen.ranges.values()) // 2 == MAX_RANGES
+    assert seen.ranges[TP][:2] == [1, 20]  # the session's own range is never the shortest
+    assert [x for x in seqs(got) if isinstance(x, int) and x < 100] == list(range(1, 21))
+
+
+def test_the_same_event_id_on_two_partitions_is_committed_on_both():
+    t = Tracker()
+    for tp in (TP, TP1):
+        t.assigned(tp, 0, complete=True)
+    (a,) = t.feed(TP, 0, event(1))
+    (b,) = t.feed(TP1, 0, event(1))
+    t.handled(a)
+    t.handled(b)
+    assert t.commits() == {TP: 1, TP1: 1} and t._where == {} and t._more == {}
+
+
+def test_a_forged_huge_seq_read_back_as_history_hides_nothing_after_the_restart():
+    t = Tracker()
+    t.assigned(TP, 7, complete=True)
+    for v in [event(s) for s in range(1, 6)] + [event(FORGED), event(6)]:
+        t.history(TP, v)
+    got = feed_all(t, [event(6), event(7), event(8)], start=7)
+    assert seqs(got) == [7, 8] and t.duplicates == 1
+
+
+def test_a_reader_that_commits_nothing_keeps_nothing_per_record():
+    t = Tracker(offsets=False)
+    t.assigned(TP, 0, complete=True)
+    got = feed_all(t, [event(s) for s in range(1, 1001)] + [event(5), b"not json"])
+    assert len(got) == 1001 and t.duplicates == 1
+    assert t.partitions[TP].open == {} and t._where == {} and t.commits() == {}
 
 
 # ---- schema evolution: a version-N reader, version N+1 events -------------------
