@@ -72,10 +72,13 @@ what the subagent answered, and no row names the tool call they belong to.
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any, Final
 
 from msgspec import UnsetType
 
+from adapters.claude.messages import _ERROR_CLASS
 from adapters.claude.messages import _on_assistant as live_assistant
 from adapters.claude.messages import _on_user as live_user
 from adapters.claude.session import _adopt_session, _emit, _start_session, _thread, _turn, open_turn
@@ -300,34 +303,70 @@ def _on_assistant(state: State, msg: Message, out: Emitter) -> State:
     mid = mid if isinstance(mid, str) else None
     if state.ending is not None and mid != state.ending:
         state = _replace(state, ending=None, stop=None)  # the turn went on
+    if obj.get("isApiErrorMessage") is True:
+        return _api_error(state, obj, message, out)
     wire: dict[str, Any] = {"type": "assistant", "message": message, "uuid": obj.get("uuid")}
-    failed = obj.get("isApiErrorMessage") is True
-    if failed:
-        error = obj.get("error")
-        wire["error"] = error if isinstance(error, str) and error else "unknown"
     live = live_assistant(state.live, _as(msg, wire), out)
     model = message.get("model")
     if isinstance(model, str) and model and model != "<synthetic>" and model != live.model:
         live = _replace(live, model=model)  # the next turns' turn.started says it
-    state = _replace(state, live=live)
-    usage = message.get("usage")
-    if mid != state.counted and isinstance(usage, dict):
-        # every block's row repeats its message's usage: counted once per message
-        sums = dict(state.usage)
-        for key in _USAGE:
-            n = usage.get(key)
-            if isinstance(n, int) and not isinstance(n, bool):
-                sums[key] = sums.get(key, 0) + n
-        state = _replace(state, counted=mid, usage=sums)
+    state = _counted(_replace(state, live=live), mid, message)
     stop = message.get("stop_reason")
-    if failed:
-        texts = [b.get("text") for b in message.get("content") or []
-                 if isinstance(b, dict) and isinstance(b.get("text"), str)]
-        text = "".join(t for t in texts if isinstance(t, str))
-        return _end(state, out, "failed", errorMessage=text or str(wire["error"]))
     if isinstance(stop, str) and stop in _STOPS:
         return _replace(state, ending=mid or "", stop=stop)
     return state
+
+
+def _counted(state: State, mid: str | None, message: dict[str, Any]) -> State:
+    """The message's usage added to the turn's: every block's row repeats it, so it is
+    counted once per message."""
+    usage = message.get("usage")
+    if mid == state.counted or not isinstance(usage, dict):
+        return state
+    sums = dict(state.usage)
+    for key in _USAGE:
+        n = usage.get(key)
+        if isinstance(n, int) and not isinstance(n, bool):
+            sums[key] = sums.get(key, 0) + n
+    return _replace(state, counted=mid, usage=sums)
+
+
+_API_ERROR: Final = re.compile(r"API Error: (\d{3})\b\s*(.*)", re.DOTALL)
+
+
+def _api_error(state: State, obj: dict[str, Any], message: dict[str, Any],
+               out: Emitter) -> State:
+    """The message Claude Code writes in the model's place after an API error
+    (`isApiErrorMessage`, model `<synthetic>`): not the assistant's answer but the
+    failure of its turn. Its text is the error ("API Error: 500 {...}"), whose status and
+    provider error type go in the detail when the row or the text carries them."""
+    texts = [b.get("text") for b in message.get("content") or []
+             if isinstance(b, dict) and isinstance(b.get("text"), str)]
+    text = "".join(t for t in texts if isinstance(t, str))
+    error = obj.get("error")
+    kind = error if isinstance(error, str) and error else "unknown"
+    detail: dict[str, Any] = {"error": kind, "model": message.get("model")}
+    status = obj.get("apiErrorStatus")
+    said = _API_ERROR.match(text)
+    if isinstance(status, int) and not isinstance(status, bool):
+        detail["status"] = status
+    elif said:
+        detail["status"] = int(said.group(1))
+    if said:
+        try:
+            body = json.loads(said.group(2))
+        except ValueError:
+            body = None
+        inner = body.get("error") if isinstance(body, dict) else None
+        if isinstance(inner, dict) and isinstance(inner.get("type"), str):
+            detail["providerErrorType"] = inner["type"]
+    mid = message.get("id")
+    state = _counted(state, mid if isinstance(mid, str) else None, message)
+    live = open_turn(state.live, out)
+    _emit(live, out, RuntimeErrorEvent, RuntimeErrorPayload(
+        message=text or kind, errorClass=_ERROR_CLASS.get(kind, "provider_error"),
+        willRetry=False, detail=detail))
+    return _end(_replace(state, live=live), out, "failed", errorMessage=text or kind)
 
 
 # ---- other rows ------------------------------------------------------------------
