@@ -26,9 +26,13 @@ What the rows say that the wire does not, mapped: the prompt (print mode never e
 it: a user_message item, author "user"), the final `stop_reason` and usage of each
 message (turn.completed `stopReason`, and `usage` summed over the turn's messages),
 `cost-state` (the session's cost, thread.token-usage.updated, and on the turn it ends
-`totalCostUsd`/`modelUsage`, as the live `result` carries them), a permission refused
-(`permissionDecision` reject: the tool item is declined), the API errors retried
-(`system/api_error`: runtime.error, willRetry). What they never say: see "Not in the
+`totalCostUsd`/`modelUsage`, as the live `result` carries them), a permission decision
+(`permissionDecision` on the tool result row: a person's answer is the request it
+implies, request.opened and request.resolved, synthetic and said to be inferred; a rule's
+decision is no request; a refusal declines the tool item), the API errors retried
+(`system/api_error`: runtime.error, willRetry), the message Claude Code writes in the
+model's place after an API error (`isApiErrorMessage`: the turn's runtime.error with its
+status and error type, never assistant text). What they never say: see "Not in the
 file" below; nothing of it is invented.
 
 Turns. A file has no `result`: nothing says where a turn ends but these, in order of
@@ -56,9 +60,8 @@ one comes (the worker closes it after idle_timeout).
 
 Not in the file (tests/adapters/test_transcript_claude.py, LOSSES, asserts exactly these
 against the live stream of the same run):
-* 2.1.332: the SDK's permission requests and their answers (only a refusal's outcome
-  survives, on the tool result row), and the runtime.error the live `result` adds to a
-  turn that did not complete;
+* 2.1.332: the runtime.error the live `result` adds to a turn that did not complete
+  (and a permission request never answered: no decision is written);
 * 2.1.44: the permission requests, and the end of the last turn (no stop_reason, and
   nothing after its answer).
 Nor, where the comparison does not look: stream events (deltas), `system/init`, the
@@ -82,6 +85,7 @@ from adapters.claude.messages import _ERROR_CLASS
 from adapters.claude.messages import _on_assistant as live_assistant
 from adapters.claude.messages import _on_user as live_user
 from adapters.claude.session import _adopt_session, _emit, _start_session, _thread, _turn, open_turn
+from adapters.claude.state import State as LiveState
 from adapters.claude.system import _on_compact_boundary
 from adapters.claude.tools import _set_tool
 from adapters.claude.turns import end_turn
@@ -92,6 +96,11 @@ from adapters.core.emitter import UNSET, Emitter
 from adapters.core.emitter import replace as _replace
 from adapters.core.ids import iso_to_ms
 from topics.canonical import (
+    Decision,
+    RequestOpened,
+    RequestOpenedPayload,
+    RequestResolved,
+    RequestResolvedPayload,
     RuntimeErrorEvent,
     RuntimeErrorPayload,
     SessionConfigured,
@@ -249,14 +258,12 @@ def _on_user(state: State, msg: Message, out: Emitter) -> State:
         if "toolUseResult" in obj:
             wire["tool_use_result"] = obj["toolUseResult"]
         decision = obj.get("permissionDecision")
-        if isinstance(decision, dict) and decision.get("decision") == "reject":
-            # refused (by the user, a rule or print mode's default): declined, as the
-            # live stream's permission_denied / control_response say it
+        if isinstance(decision, dict):
             for b in blocks:
                 tid = b.get("tool_use_id")
                 if b.get("type") == "tool_result" and isinstance(tid, str) \
                         and tid in live.tools:
-                    live = _set_tool(live, tid, denied=True)
+                    live = _decided(live, out, tid, decision)
         return _replace(state, live=live_user(live, _as(msg, wire), out))
     if any(t.startswith(_INTERRUPTED) for t in texts):
         if not live.turnOpen:
@@ -279,6 +286,43 @@ def _on_user(state: State, msg: Message, out: Emitter) -> State:
         return _replace(state, live=live_user(state.live, _as(msg, wire, "client"),
                                                     out))
     return _replace(state, live=live_user(state.live, _as(msg, wire), out))
+
+
+def _decided(live: LiveState, out: Emitter, tid: str, decision: dict[str, Any]) -> LiveState:
+    """A tool call's `permissionDecision`, the one trace the file keeps of a permission
+    dialogue. A person asked (`source` user_*) is a request the file does not hold but
+    implies: request.opened and request.resolved, both synthetic and said to be inferred,
+    with the decision in the shared words. A rule (`source` config) decided without
+    asking: no request. A refusal, whoever made it, declines the tool (as the live
+    stream's permission_denied / control_response say it)."""
+    verdict = decision.get("decision")
+    if verdict == "reject":
+        live = _set_tool(live, tid, denied=True)
+    source = decision.get("source")
+    if not (isinstance(source, str) and source.startswith("user")) \
+            or verdict not in ("accept", "reject"):
+        return live
+    tool = live.tools[tid]
+    kind = _APPROVAL.get(tool.itemType, "unknown")
+    scope = decision.get("grantScope")
+    outcome: Decision = "decline" if verdict == "reject" else (
+        "accept" if scope in (None, "once") and source != "user_permanent"
+        else "accept_for_session")
+    request = f"permission:{tid}"
+    _emit(live, out, RequestOpened, RequestOpenedPayload(
+        requestType=kind, detail=_INFERRED, toolName=tool.toolName,  # type: ignore[arg-type]
+        args={"input": tool.input} if tool.input is not None else UNSET),
+        synthetic=True, request=request, item=tid, item_ref=tid, parent=tool.parent)
+    _emit(live, out, RequestResolved, RequestResolvedPayload(
+        requestType=kind, decision=verdict, resolution=decision,  # type: ignore[arg-type]
+        outcome=outcome),
+        synthetic=True, request=request, item=tid, item_ref=tid, parent=tool.parent)
+    return live
+
+
+_INFERRED = "inferred from the session file's permissionDecision (the file keeps no request)"
+_APPROVAL = {"command_execution": "command_execution_approval",
+             "file_change": "file_change_approval"}
 
 
 #: flags of the user rows Claude Code writes itself (caveats, command output, summaries)
