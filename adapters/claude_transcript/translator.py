@@ -26,9 +26,13 @@ What the rows say that the wire does not, mapped: the prompt (print mode never e
 it: a user_message item, author "user"), the final `stop_reason` and usage of each
 message (turn.completed `stopReason`, and `usage` summed over the turn's messages),
 `cost-state` (the session's cost, thread.token-usage.updated, and on the turn it ends
-`totalCostUsd`/`modelUsage`, as the live `result` carries them), a permission refused
-(`permissionDecision` reject: the tool item is declined), the API errors retried
-(`system/api_error`: runtime.error, willRetry). What they never say: see "Not in the
+`totalCostUsd`/`modelUsage`, as the live `result` carries them), a permission decision
+(`permissionDecision` on the tool result row: a person's answer is the request it
+implies, request.opened and request.resolved, synthetic and said to be inferred; a rule's
+decision is no request; a refusal declines the tool item), the API errors retried
+(`system/api_error`: runtime.error, willRetry), the message Claude Code writes in the
+model's place after an API error (`isApiErrorMessage`: the turn's runtime.error with its
+status and error type, never assistant text). What they never say: see "Not in the
 file" below; nothing of it is invented.
 
 Turns. A file has no `result`: nothing says where a turn ends but these, in order of
@@ -56,9 +60,8 @@ one comes (the worker closes it after idle_timeout).
 
 Not in the file (tests/adapters/test_transcript_claude.py, LOSSES, asserts exactly these
 against the live stream of the same run):
-* 2.1.332: the SDK's permission requests and their answers (only a refusal's outcome
-  survives, on the tool result row), and the runtime.error the live `result` adds to a
-  turn that did not complete;
+* 2.1.332: the runtime.error the live `result` adds to a turn that did not complete
+  (and a permission request never answered: no decision is written);
 * 2.1.44: the permission requests, and the end of the last turn (no stop_reason, and
   nothing after its answer).
 Nor, where the comparison does not look: stream events (deltas), `system/init`, the
@@ -72,13 +75,17 @@ what the subagent answered, and no row names the tool call they belong to.
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any, Final
 
 from msgspec import UnsetType
 
+from adapters.claude.messages import _ERROR_CLASS
 from adapters.claude.messages import _on_assistant as live_assistant
 from adapters.claude.messages import _on_user as live_user
 from adapters.claude.session import _adopt_session, _emit, _start_session, _thread, _turn, open_turn
+from adapters.claude.state import State as LiveState
 from adapters.claude.system import _on_compact_boundary
 from adapters.claude.tools import _set_tool
 from adapters.claude.turns import end_turn
@@ -89,6 +96,11 @@ from adapters.core.emitter import UNSET, Emitter
 from adapters.core.emitter import replace as _replace
 from adapters.core.ids import iso_to_ms
 from topics.canonical import (
+    Decision,
+    RequestOpened,
+    RequestOpenedPayload,
+    RequestResolved,
+    RequestResolvedPayload,
     RuntimeErrorEvent,
     RuntimeErrorPayload,
     SessionConfigured,
@@ -246,14 +258,12 @@ def _on_user(state: State, msg: Message, out: Emitter) -> State:
         if "toolUseResult" in obj:
             wire["tool_use_result"] = obj["toolUseResult"]
         decision = obj.get("permissionDecision")
-        if isinstance(decision, dict) and decision.get("decision") == "reject":
-            # refused (by the user, a rule or print mode's default): declined, as the
-            # live stream's permission_denied / control_response say it
+        if isinstance(decision, dict):
             for b in blocks:
                 tid = b.get("tool_use_id")
                 if b.get("type") == "tool_result" and isinstance(tid, str) \
                         and tid in live.tools:
-                    live = _set_tool(live, tid, denied=True)
+                    live = _decided(live, out, tid, decision)
         return _replace(state, live=live_user(live, _as(msg, wire), out))
     if any(t.startswith(_INTERRUPTED) for t in texts):
         if not live.turnOpen:
@@ -278,6 +288,43 @@ def _on_user(state: State, msg: Message, out: Emitter) -> State:
     return _replace(state, live=live_user(state.live, _as(msg, wire), out))
 
 
+def _decided(live: LiveState, out: Emitter, tid: str, decision: dict[str, Any]) -> LiveState:
+    """A tool call's `permissionDecision`, the one trace the file keeps of a permission
+    dialogue. A person asked (`source` user_*) is a request the file does not hold but
+    implies: request.opened and request.resolved, both synthetic and said to be inferred,
+    with the decision in the shared words. A rule (`source` config) decided without
+    asking: no request. A refusal, whoever made it, declines the tool (as the live
+    stream's permission_denied / control_response say it)."""
+    verdict = decision.get("decision")
+    if verdict == "reject":
+        live = _set_tool(live, tid, denied=True)
+    source = decision.get("source")
+    if not (isinstance(source, str) and source.startswith("user")) \
+            or verdict not in ("accept", "reject"):
+        return live
+    tool = live.tools[tid]
+    kind = _APPROVAL.get(tool.itemType, "unknown")
+    scope = decision.get("grantScope")
+    outcome: Decision = "decline" if verdict == "reject" else (
+        "accept" if scope in (None, "once") and source != "user_permanent"
+        else "accept_for_session")
+    request = f"permission:{tid}"
+    _emit(live, out, RequestOpened, RequestOpenedPayload(
+        requestType=kind, detail=_INFERRED, toolName=tool.toolName,  # type: ignore[arg-type]
+        args={"input": tool.input} if tool.input is not None else UNSET),
+        synthetic=True, request=request, item=tid, item_ref=tid, parent=tool.parent)
+    _emit(live, out, RequestResolved, RequestResolvedPayload(
+        requestType=kind, decision=verdict, resolution=decision,  # type: ignore[arg-type]
+        outcome=outcome),
+        synthetic=True, request=request, item=tid, item_ref=tid, parent=tool.parent)
+    return live
+
+
+_INFERRED = "inferred from the session file's permissionDecision (the file keeps no request)"
+_APPROVAL = {"command_execution": "command_execution_approval",
+             "file_change": "file_change_approval"}
+
+
 #: flags of the user rows Claude Code writes itself (caveats, command output, summaries)
 _RUNTIME_ROWS = ("isMeta", "isCompactSummary", "isVisibleInTranscriptOnly")
 
@@ -300,34 +347,70 @@ def _on_assistant(state: State, msg: Message, out: Emitter) -> State:
     mid = mid if isinstance(mid, str) else None
     if state.ending is not None and mid != state.ending:
         state = _replace(state, ending=None, stop=None)  # the turn went on
+    if obj.get("isApiErrorMessage") is True:
+        return _api_error(state, obj, message, out)
     wire: dict[str, Any] = {"type": "assistant", "message": message, "uuid": obj.get("uuid")}
-    failed = obj.get("isApiErrorMessage") is True
-    if failed:
-        error = obj.get("error")
-        wire["error"] = error if isinstance(error, str) and error else "unknown"
     live = live_assistant(state.live, _as(msg, wire), out)
     model = message.get("model")
     if isinstance(model, str) and model and model != "<synthetic>" and model != live.model:
         live = _replace(live, model=model)  # the next turns' turn.started says it
-    state = _replace(state, live=live)
-    usage = message.get("usage")
-    if mid != state.counted and isinstance(usage, dict):
-        # every block's row repeats its message's usage: counted once per message
-        sums = dict(state.usage)
-        for key in _USAGE:
-            n = usage.get(key)
-            if isinstance(n, int) and not isinstance(n, bool):
-                sums[key] = sums.get(key, 0) + n
-        state = _replace(state, counted=mid, usage=sums)
+    state = _counted(_replace(state, live=live), mid, message)
     stop = message.get("stop_reason")
-    if failed:
-        texts = [b.get("text") for b in message.get("content") or []
-                 if isinstance(b, dict) and isinstance(b.get("text"), str)]
-        text = "".join(t for t in texts if isinstance(t, str))
-        return _end(state, out, "failed", errorMessage=text or str(wire["error"]))
     if isinstance(stop, str) and stop in _STOPS:
         return _replace(state, ending=mid or "", stop=stop)
     return state
+
+
+def _counted(state: State, mid: str | None, message: dict[str, Any]) -> State:
+    """The message's usage added to the turn's: every block's row repeats it, so it is
+    counted once per message."""
+    usage = message.get("usage")
+    if mid == state.counted or not isinstance(usage, dict):
+        return state
+    sums = dict(state.usage)
+    for key in _USAGE:
+        n = usage.get(key)
+        if isinstance(n, int) and not isinstance(n, bool):
+            sums[key] = sums.get(key, 0) + n
+    return _replace(state, counted=mid, usage=sums)
+
+
+_API_ERROR: Final = re.compile(r"API Error: (\d{3})\b\s*(.*)", re.DOTALL)
+
+
+def _api_error(state: State, obj: dict[str, Any], message: dict[str, Any],
+               out: Emitter) -> State:
+    """The message Claude Code writes in the model's place after an API error
+    (`isApiErrorMessage`, model `<synthetic>`): not the assistant's answer but the
+    failure of its turn. Its text is the error ("API Error: 500 {...}"), whose status and
+    provider error type go in the detail when the row or the text carries them."""
+    texts = [b.get("text") for b in message.get("content") or []
+             if isinstance(b, dict) and isinstance(b.get("text"), str)]
+    text = "".join(t for t in texts if isinstance(t, str))
+    error = obj.get("error")
+    kind = error if isinstance(error, str) and error else "unknown"
+    detail: dict[str, Any] = {"error": kind, "model": message.get("model")}
+    status = obj.get("apiErrorStatus")
+    said = _API_ERROR.match(text)
+    if isinstance(status, int) and not isinstance(status, bool):
+        detail["status"] = status
+    elif said:
+        detail["status"] = int(said.group(1))
+    if said:
+        try:
+            body = json.loads(said.group(2))
+        except ValueError:
+            body = None
+        inner = body.get("error") if isinstance(body, dict) else None
+        if isinstance(inner, dict) and isinstance(inner.get("type"), str):
+            detail["providerErrorType"] = inner["type"]
+    mid = message.get("id")
+    state = _counted(state, mid if isinstance(mid, str) else None, message)
+    live = open_turn(state.live, out)
+    _emit(live, out, RuntimeErrorEvent, RuntimeErrorPayload(
+        message=text or kind, errorClass=_ERROR_CLASS.get(kind, "provider_error"),
+        willRetry=False, detail=detail))
+    return _end(_replace(state, live=live), out, "failed", errorMessage=text or kind)
 
 
 # ---- other rows ------------------------------------------------------------------

@@ -158,7 +158,8 @@ RUNTIMES = {
 #: 2.1.332 writes every row once its message is whole, and its turns end in the file;
 #: 2.1.44 writes rows as they stream, with no stop_reason.
 LOSSES: dict[str, tuple[str, ...]] = {
-    "Claude Code 2.1.332": ("approvals", "result_errors"),
+    # a person's answer is kept on the tool result row: the request is inferred from it
+    "Claude Code 2.1.332": ("result_errors",),
     "Claude Code 2.1.44": ("approvals", "last_turn_end"),
 }
 LIVE = {"acp-claude-code": "acp"}  # the live adapter of each folder's wire, else "claude"
@@ -173,18 +174,23 @@ def transcript(pair: Path) -> tuple[str, list[Line]]:
     return files[0].stem, read_native(files[0])
 
 
-def _acp(live: Summary, disk_events: list[dict[str, Any]], disk: Summary
-         ) -> tuple[Summary, Summary]:
+def _synthetic(events: list[dict[str, Any]]) -> set[str]:
+    """The texts of the messages Claude Code writes in the model's place after an API
+    error (model `<synthetic>`), as their runtime.error says them."""
+    return {e["payload"]["message"] for e in events if e["type"] == "runtime.error"
+            and (e["payload"].get("detail") or {}).get("model") == "<synthetic>"}
+
+
+def _without(texts: set[str], s: Summary) -> Summary:
+    return {**s, "turns": [{**t, "texts": [x for x in t["texts"] if x not in texts]}
+                           for t in s["turns"]]}
+
+
+def _acp(live: Summary) -> Summary:
     """Claude Code over ACP: the protocol's words for the same things. A cancelled
-    prompt is the file's interrupted turn; an API error is a JSON-RPC error, where the
-    file (like Claude Code's own stream) keeps the synthetic message as assistant text."""
-    synthetic = {e["payload"]["message"] for e in disk_events if e["type"] == "runtime.error"
-                 and (e["payload"].get("detail") or {}).get("model") == "<synthetic>"}
-    live = {**live, "turns": [{**t, "state": "interrupted" if t["state"] == "cancelled"
+    prompt is the file's interrupted turn."""
+    return {**live, "turns": [{**t, "state": "interrupted" if t["state"] == "cancelled"
                                else t["state"]} for t in live["turns"]]}
-    disk = {**disk, "turns": [{**t, "texts": [x for x in t["texts"] if x not in synthetic]}
-                              for t in disk["turns"]]}
-    return live, disk
 
 
 @pytest.mark.parametrize("pair", PAIRS, ids=pair_id)
@@ -193,10 +199,15 @@ def test_the_file_shows_what_the_live_stream_shows_but_its_runtimes_losses(pair:
     sid, lines = transcript(pair)
     disk_events = events_of(run_whole(PROVIDER, lines, sid))
     disk = summary(disk_events)
-    live = expected_from_live(summary(live_events(pair, LIVE.get(runtime, "claude"))),
-                              LOSSES[RUNTIMES[runtime]])
+    wire = live_events(pair, LIVE.get(runtime, "claude"))
+    live = expected_from_live(summary(wire), LOSSES[RUNTIMES[runtime]])
     if runtime.startswith("acp-"):
-        live, disk = _acp(live, disk_events, disk)
+        live = _acp(live)
+    # the live Claude adapter may show Claude Code's synthetic API-error message as
+    # assistant text (its stream cannot tell a reader otherwise); the file's reader
+    # says it only as the turn's runtime.error
+    live = _without(_synthetic(wire), live)
+    assert not _synthetic(disk_events) & {x for t in disk["turns"] for x in t["texts"]}
     assert_same(disk, live, acp=runtime.startswith("acp-"))
 
 
@@ -392,6 +403,67 @@ def test_a_refused_tool_is_declined_and_its_result_completes_it():
     assert (tool["itemType"], tool["status"], tool["output"], tool["isError"]) == (
         "command_execution", "declined", "denied", True)
     assert tool["input"] == {"command": "touch x", "cwd": "/w"}  # the rows' cwd
+
+
+def _decided(decision: dict[str, Any]) -> list[dict[str, Any]]:
+    return run([prompt(1, "go"),
+                answer(2, "msg_1", {"type": "tool_use", "id": "toolu_1", "name": "Bash",
+                                    "input": {"command": "touch x"}}, stop="tool_use"),
+                row("user", 3, message={"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}]},
+                    permissionDecision=decision)])
+
+
+@pytest.mark.parametrize(("decision", "outcome"), [
+    ({"decision": "accept", "source": "user_temporary", "grantScope": "once"}, "accept"),
+    ({"decision": "accept", "source": "user_temporary", "grantScope": "session"},
+     "accept_for_session"),
+    ({"decision": "accept", "source": "user_permanent"}, "accept_for_session"),
+    ({"decision": "reject", "source": "user_reject"}, "decline"),
+])
+def test_a_persons_recorded_decision_is_the_request_it_implies(decision, outcome):
+    events = _decided(decision)
+    opened = [e for e in events if e["type"] == "request.opened"]
+    resolved = [e for e in events if e["type"] == "request.resolved"]
+    assert len(opened) == len(resolved) == 1
+    assert opened[0]["requestId"] == resolved[0]["requestId"]
+    assert opened[0]["synthetic"] and resolved[0]["synthetic"]
+    assert "inferred" in opened[0]["payload"]["detail"]
+    assert opened[0]["payload"]["requestType"] == "command_execution_approval"
+    assert (resolved[0]["payload"]["decision"], resolved[0]["payload"]["outcome"]) == (
+        decision["decision"], outcome)
+    assert resolved[0]["payload"]["resolution"] == decision
+    # the request is about the tool call, and comes before its completion
+    assert opened[0]["itemId"] == [e for e in events if e["type"] == "item.completed"][-1][
+        "itemId"]
+    assert types(events).index("request.resolved") < len(events) - 1 - types(
+        events)[::-1].index("item.completed")
+
+
+@pytest.mark.parametrize("decision", [
+    {"decision": "accept", "source": "config", "reasonType": "rule", "ruleSource": "cliArg"},
+    {"decision": "reject", "source": "config", "reasonCode": "unknown"},
+])
+def test_a_rules_decision_is_no_request(decision):
+    events = _decided(decision)
+    assert not [e for e in events if e["type"].startswith("request.")]
+    tool = [e["payload"] for e in events if e["type"] == "item.completed"][-1]
+    assert tool["status"] == ("declined" if decision["decision"] == "reject" else "completed")
+
+
+def test_the_message_written_after_an_api_error_is_the_turns_error_not_its_answer():
+    failed = row("assistant", 2, isApiErrorMessage=True, error="unknown", message={
+        "id": "msg_e", "role": "assistant", "model": "<synthetic>", "stop_reason": "stop_sequence",
+        "content": [text('API Error: 500 {"type":"error","error":{"type":"api_error",'
+                         '"message":"Internal server error"}}')],
+        "usage": {"input_tokens": 0, "output_tokens": 0}})
+    events = run([prompt(1, "go"), failed])
+    assert not [e for e in events if e["type"] == "content.delta"]
+    [error] = [e["payload"] for e in events if e["type"] == "runtime.error"]
+    assert (error["detail"]["status"], error["detail"]["providerErrorType"]) == (500, "api_error")
+    assert events[-1]["type"] == "turn.completed"
+    assert events[-1]["payload"]["state"] == "failed"
+    assert events[-1]["payload"]["errorMessage"].startswith("API Error: 500")
 
 
 def test_rows_written_by_the_runtime_on_the_users_side_open_no_turn():
