@@ -273,11 +273,12 @@ def _long_line(fh: IO[bytes], first: bytes, file_crc: int) -> TooLong:
     through in pieces: what its dead letter and its mark need, never the line."""
     sha = hashlib.sha256()
     size, crc, held = 0, 0, b""  # `held`: the last byte, not hashed until the next piece
-    piece, finished = first, False
+    piece, finished, head = first, False, b""
     while piece:
         finished = piece.endswith(b"\n")
         crc, file_crc = zlib.crc32(piece, crc), zlib.crc32(piece, file_crc)
         size += len(piece)
+        head += piece[:HEAD_BYTES - len(head)]
         body = held + (piece[:-1] if finished else piece)
         sha.update(body[:-1])
         held = body[-1:]
@@ -287,9 +288,9 @@ def _long_line(fh: IO[bytes], first: bytes, file_crc: int) -> TooLong:
     cr = finished and held == b"\r"  # a CRLF line's \r is not the line's
     if not cr:
         sha.update(held)
-    return TooLong(head=first[:HEAD_BYTES], size=size - int(finished) - int(cr),
-                   sha256=sha.hexdigest(), raw_size=size, crc=crc, file_crc=file_crc,
-                   finished=finished)
+    line_size = size - int(finished) - int(cr)
+    return TooLong(head=head[:line_size], size=line_size, sha256=sha.hexdigest(),
+                   raw_size=size, crc=crc, file_crc=file_crc, finished=finished)
 
 
 class TableState(msgspec.Struct, kw_only=True):
