@@ -3,7 +3,10 @@
 It follows the homes and session files under its paths (discovery), reads what each
 source gained since its checkpointed position (sources), and produces every new
 native record, unchanged, to the runtime's transcript raw topic
-(`agents.raw.<runtime>-transcript`), keyed by session, one record per line or row.
+(`agents.raw.<runtime>-transcript`), keyed by session, one record per line or row. A
+line longer than that topic takes goes, in the same batch, as one dead letter to
+`agents.deadletter` (its head, redacted, its size and hash); a source that is not a
+regular file inside its root is one line on stderr, never read (pipeline.transcripts.roots).
 
 Headers: `origin: agent`; `t: 0`, no capture time: a transcript row carries its own
 (the adapters read it), and a time the shipper made up would differ between a live
@@ -196,6 +199,8 @@ class Shipper:
         """Files whose last line is not finished (not shipped): for `--once`'s report."""
         out = []
         for src in self.files.values():
+            if src.path in self._warned:  # not read (refused, unreadable): said already
+                continue
             try:
                 size = os.stat(src.path).st_size
             except OSError:

@@ -143,6 +143,7 @@ def test_links_out_of_the_named_directory_are_read_by_neither_ship_nor_import(
         f"outside {root}: not read",
         f"canonflow ship: {homes / 'mallory' / '.claude'}: leads to {real_outside / '.claude'}, "
         f"outside {root}: not read"]), err
+    assert "not a finished line" not in err  # a file not read has no unfinished line
     raw = every_record(settings, [raw_topic("claude-transcript")])
     assert {r.key for r in raw} == {good.stem.encode(), b"kept"}
     assert b"inside-the-root" in b"".join(r.value for r in raw)
