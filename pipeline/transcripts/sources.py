@@ -18,6 +18,13 @@ start of the last line, which must be as it was:
 - truncated, or rewritten with other bytes: read again from the start (`rewritten`
   says so). The shipper then sends the new content under the same session: the
   runtime's own ids let the adapter drop what it already published.
+A line longer than its raw topic takes (`max_line`) is never held whole: it is read
+through in pieces and comes as a `TooLong` (its head, size, SHA-256 and checksums),
+which the shipper and the importer turn into one dead letter (`long_line_letter`). So
+a reader holds at most its read limit and one line, whatever the file holds.
+
+Both readers open only what pipeline.transcripts.roots allows: a regular file inside
+the source's root, reached without a link out of it.
 
 Databases (`Database`): the adapter's TABLES, read with
 `SELECT *, <session> AS __session FROM <table> ORDER BY <order>` and sent as
