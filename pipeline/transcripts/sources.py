@@ -249,13 +249,15 @@ def _crc(fh: IO[bytes], size: int) -> tuple[int, int]:
 def _lines(fh: Any, start: FileMark, src: FileSource, final: bool
            ) -> Iterator[tuple[bytes | TooLong | None, FileMark]]:
     pos, crc, session = start.pos, start.crc, start.session
+    # a line is never held whole past max_line: memory stays bounded by it
+    readline, limit = fh.readline, src.max_line + 1
     while True:
-        # a line is never held whole past max_line: memory stays bounded by it
-        raw = fh.readline(src.max_line + 1)
+        raw = readline(limit)
         if not raw:
             return
-        if raw.endswith(b"\n") or len(raw) <= src.max_line:
-            if not raw.endswith(b"\n") and not final:
+        ended = raw.endswith(b"\n")
+        if ended or len(raw) < limit:
+            if not ended and not final:
                 return  # still being written
             line = raw.rstrip(b"\r\n")
             value: bytes | TooLong | None = line if line.strip() else None
