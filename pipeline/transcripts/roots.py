@@ -20,7 +20,8 @@ SQLite opens its database and the `-wal` and `-shm` beside it by name. They are
 checked the same way just before each connection (`confined_database`): the
 database resolved inside its root and opened as above, its `-wal` and `-shm`
 regular files when present, never links; the connection then uses the resolved
-path, so SQLite itself follows no link.
+path. A swap in the moment between that check and SQLite's own open is the one window
+left: Python's sqlite3 cannot pass SQLITE_OPEN_NOFOLLOW.
 """
 
 from __future__ import annotations
