@@ -28,6 +28,8 @@ from pipeline.transcripts.sources import (
     Database,
     FileSource,
     SourceError,
+    TooLong,
+    long_line_letter,
 )
 from topics.chat import encode_chat
 from topics.records import encode_deadletter
@@ -52,6 +54,8 @@ class Spilled:
         self.end = 0
         #: (provider, session id) -> (number, offset, size) of each of its records
         self.index: dict[tuple[str, str], array[int]] = {}
+        #: the lines too long to ship (long_line_letter's arguments), in read order
+        self.long_lines: list[tuple[Kind, str, str, int, TooLong]] = []
 
     def last_number(self, key: tuple[str, str]) -> int:
         where = self.index.get(key)
@@ -102,7 +106,9 @@ def _read_into(out: Spilled, found: list[Found], errors: list[str], limit: int) 
     for f in found:
         src: Any = None
         try:
-            src = Database(f.path, f.kind) if f.db else FileSource(f.path, f.kind)
+            root = f.root or None
+            src = Database(f.path, f.kind, root=root) if f.db else \
+                FileSource(f.path, f.kind, root=root)
             bases: dict[tuple[str, str], int] = {}
             n = 0  # the file's lines so far
             more = True
@@ -115,6 +121,10 @@ def _read_into(out: Spilled, found: list[Found], errors: list[str], limit: int) 
                     src.commit(mark)
                     n += 1
                     if session is None or value is None:  # a position only, or a blank line
+                        continue
+                    if isinstance(value, TooLong):  # as the shipper: one dead letter
+                        out.long_lines.append((f.kind, f.path, session,
+                                               mark.pos - value.raw_size, value))
                         continue
                     key = (f.kind.provider, session)
                     if f.db:  # the row's number in its session
@@ -168,6 +178,9 @@ def _translate(order: list[tuple[str, str]], sessions: Spilled, names: dict[Any,
                include_raw: bool, view: View, errors: list[str]) -> None:
     redactor = Redactor.from_env()
     publish = redactor.publisher()
+    for args in sessions.long_lines:  # one dead letter each, as the shipper sends it
+        err.write(encode_deadletter(long_line_letter(*args, redact=redactor.dead_letter))
+                  + b"\n")
     chat = ChatView() if view == "chat" else None
     replayers: dict[str, Replayer | None] = {}
     for key in order:

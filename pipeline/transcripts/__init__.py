@@ -3,6 +3,8 @@
 
 - `discovery`: which runtime wrote a path, the homes and session files under a
   directory (listed again only when a directory changed), each file's session id;
+- `roots`: what the readers may open: regular files inside the directories they are
+  given, opened without following a link out of them;
 - `sources`: reading a transcript file (complete lines only while it grows; rewrites
   and truncations found by a checksum of what was read) and a SQLite database
   (read-only, with its `-wal`, never locking its writer), each from a saved position;

@@ -28,9 +28,11 @@ import os
 import re
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import msgspec
+
+from pipeline.transcripts.roots import inside, open_regular, root_of
 
 #: --runtime name -> provider id of its transcript adapter.
 RUNTIMES: dict[str, str] = {
@@ -68,11 +70,13 @@ class Kind:
 
 @dataclass(frozen=True)
 class Found:
-    """A session file or database of `kind` at `path` (`db`: a SQLite database)."""
+    """A session file or database of `kind` at `path` (`db`: a SQLite database), read
+    only inside `root` (pipeline.transcripts.roots; "": the directory holding it)."""
 
     kind: Kind
     path: str
     db: bool = False
+    root: str = ""
 
 
 @dataclass
@@ -317,8 +321,10 @@ def classify_file(path: str, kinds: list[Kind], missing: dict[str, str],
     """The runtime of the file `path`: by the home it lives in, its database name or
     SQLite header, else its first line. `explicit` (one runtime was named): that one.
     Raises OSError when it cannot be read, NoAdapter when it is a transcript of a
-    runtime without an adapter, ValueError when it is none of the runtimes'."""
-    with open(path, "rb") as fh:
+    runtime without an adapter, ValueError when it is none of the runtimes' (Refused,
+    a ValueError: not a regular file, or a link out of the directory holding it)."""
+    fh, _ = open_regular(path, root_of(path))
+    with fh:
         head = fh.readline(1 << 20)
     is_db = head.startswith(SQLITE_MAGIC)
     if explicit and kinds:
@@ -366,23 +372,29 @@ def locate(paths: Iterable[str], kinds: list[Kind], missing: dict[str, str], *,
     out = Located()
     seen: set[str] = set()
 
-    def add(items: Iterable[Found]) -> None:
+    def add(items: Iterable[Found], root: str) -> None:
         for f in items:
             real = tree.real(f.path)
             if real not in seen:
                 seen.add(real)
-                out.found.append(f)
+                out.found.append(replace(f, root=root))
 
     for path in paths:
         if os.path.isdir(path):
+            root = root_of(path)
             homes = homes_for(path, kinds, tree)
             for kind, home, within in homes:
-                add(sources_in(home, within, kind, tree))
+                # a home found in `path` that is a link out of it is not searched
+                real = os.path.realpath(home)
+                if within == home and not inside(real, root):
+                    out.errors.append(f"{home}: leads to {real}, outside {root}: not read")
+                    continue
+                add(sources_in(home, within, kind, tree), root)
             if not homes:
                 out.errors.append(_nothing_under(path, kinds, missing))
             continue
         try:
-            add([classify_file(path, kinds, missing, explicit)])
+            add([classify_file(path, kinds, missing, explicit)], root_of(path))
         except OSError as e:
             out.errors.append(f"cannot read {path}: {e.strerror or e}")
         except (NoAdapter, ValueError) as e:

@@ -3,7 +3,10 @@
 It follows the homes and session files under its paths (discovery), reads what each
 source gained since its checkpointed position (sources), and produces every new
 native record, unchanged, to the runtime's transcript raw topic
-(`agents.raw.<runtime>-transcript`), keyed by session, one record per line or row.
+(`agents.raw.<runtime>-transcript`), keyed by session, one record per line or row. A
+line longer than that topic takes goes, in the same batch, as one dead letter to
+`agents.deadletter` (its head, redacted, its size and hash); a source that is not a
+regular file inside its root is one line on stderr, never read (pipeline.transcripts.roots).
 
 Headers: `origin: agent`; `t: 0`, no capture time: a transcript row carries its own
 (the adapters read it), and a time the shipper made up would differ between a live
@@ -30,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.cluster.admin import kafka_client_kwargs
+from pipeline.privacy.redact import RedactionError, Redactor
 from pipeline.settings import Settings
 from pipeline.transcripts.checkpoint import Checkpoint, CheckpointError, Flying
 from pipeline.transcripts.discovery import Found, Kind, Tree, locate
@@ -43,9 +47,11 @@ from pipeline.transcripts.sources import (
     FileSource,
     FileState,
     SourceError,
+    TooLong,
+    long_line_letter,
 )
-from topics.catalog import raw_topic
-from topics.records import HEADER_ORIGIN, HEADER_TIME
+from topics.catalog import DEADLETTER_TOPIC, raw_topic
+from topics.records import HEADER_ORIGIN, HEADER_TIME, DeadLetter, encode_deadletter
 
 HEADER_SHIP = "canonflow-ship"
 #: The most one batch carries; a source with more is read on at once, without a pause.
@@ -82,9 +88,11 @@ class Shipper:
 
     def __init__(self, settings: Settings, paths: list[str], checkpoint: Checkpoint,
                  kinds: list[Kind], missing: dict[str, str], *,
-                 say: Callable[[str], None], interval: float = 1.0):
+                 say: Callable[[str], None], interval: float = 1.0,
+                 redact: Callable[[DeadLetter], DeadLetter] | None = None):
         self.settings, self.paths, self.cp = settings, paths, checkpoint
         self.kinds, self.missing, self.say, self.interval = kinds, missing, say, interval
+        self.redact = redact  # a dead letter's value, as the worker redacts its own
         self.tree = Tree()
         self.files: dict[str, FileSource] = {}
         self.dbs: dict[str, Database] = {}
@@ -107,10 +115,12 @@ class Shipper:
     def _add(self, f: Found) -> None:
         st = self.cp.state
         if f.db and f.path not in self.dbs:
-            self.dbs[f.path] = Database(f.path, f.kind, st.dbs.setdefault(f.path, DbState()))
+            self.dbs[f.path] = Database(f.path, f.kind, st.dbs.setdefault(f.path, DbState()),
+                                        root=f.root or None)
         elif not f.db and f.path not in self.files:
             self.files[f.path] = FileSource(f.path, f.kind,
-                                            st.files.setdefault(f.path, FileState()))
+                                            st.files.setdefault(f.path, FileState()),
+                                            root=f.root or None)
 
     def poll(self) -> _Batch:
         """One pass over the sources: the records they gained, up to BATCH_BYTES."""
@@ -152,7 +162,16 @@ class Shipper:
         marks = batch.dbs if isinstance(src, Database) else batch.files
         last = -1  # this source's last record in the batch
         for session, value, mark in reading.records:
-            if value is not None:
+            if isinstance(value, TooLong):  # more than its topic takes: one dead letter
+                letter = long_line_letter(src.kind, src.path, session, mark.pos - value.raw_size,
+                                          value, self.redact)
+                value = encode_deadletter(letter)
+                self.say(f"canonflow ship: {letter.reason}; its dead letter goes to "
+                         f"{DEADLETTER_TOPIC}")
+                batch.values.append((DEADLETTER_TOPIC, session, value))
+                batch.size += len(value)
+                last = len(batch.values) - 1
+            elif value is not None:
                 batch.values.append((topic, session, value))
                 batch.size += len(value)
                 last = len(batch.values) - 1
@@ -180,6 +199,8 @@ class Shipper:
         """Files whose last line is not finished (not shipped): for `--once`'s report."""
         out = []
         for src in self.files.values():
+            if src.path in self._warned:  # not read (refused, unreadable): said already
+                continue
             try:
                 size = os.stat(src.path).st_size
             except OSError:
@@ -251,8 +272,8 @@ class Shipper:
             parts[md.partition] = max(parts.get(md.partition, 0), md.offset + 1)
         self._commit(batch.files, batch.dbs, set(range(len(batch.values))))
         st.flying, st.batch = None, number
-        self.stats.records += len(batch.values)
-        self.stats.sessions.update(key for _, key, _ in batch.values)
+        self.stats.records += sum(t != DEADLETTER_TOPIC for t, _, _ in batch.values)
+        self.stats.sessions.update(key for t, key, _ in batch.values if t != DEADLETTER_TOPIC)
         self._dirty = True
 
     def _commit(self, files: list[tuple[int, str, FileMark]],
@@ -304,7 +325,8 @@ class Shipper:
                                     enable_auto_commit=False)
         await consumer.start()
         try:
-            topics = [raw_topic(k.provider) for k in self.kinds]
+            # the dead-letter topic too: a line too long to ship is sent there
+            topics = [*(raw_topic(k.provider) for k in self.kinds), DEADLETTER_TOPIC]
             while True:
                 existing = await consumer.topics()
                 absent = [t for t in topics if t not in existing]
@@ -404,12 +426,18 @@ def ship(settings: Settings, paths: list[str], *, checkpoint: str, runtime: str 
     for why in missing.values():
         say(f"canonflow ship: not followed: {why}")
     try:
+        redactor = Redactor.from_env()
+    except RedactionError as e:
+        say(f"canonflow ship: {e}")
+        return 1
+    try:
         cp = Checkpoint(checkpoint).open()
     except CheckpointError as e:
         say(f"canonflow ship: {e}")
         return 1
     try:
-        shipper = Shipper(settings, paths, cp, kinds, missing, say=say, interval=interval)
+        shipper = Shipper(settings, paths, cp, kinds, missing, say=say, interval=interval,
+                          redact=redactor.dead_letter)
         stats = asyncio.run(_main(shipper, once))
     finally:
         cp.close()

@@ -18,6 +18,13 @@ start of the last line, which must be as it was:
 - truncated, or rewritten with other bytes: read again from the start (`rewritten`
   says so). The shipper then sends the new content under the same session: the
   runtime's own ids let the adapter drop what it already published.
+A line longer than its raw topic takes (`max_line`) is never held whole: it is read
+through in pieces and comes as a `TooLong` (its head, size, SHA-256 and checksums),
+which the shipper and the importer turn into one dead letter (`long_line_letter`). So
+a reader holds at most its read limit and one line, whatever the file holds.
+
+Both readers open only what pipeline.transcripts.roots allows: a regular file inside
+the source's root, reached without a link out of it.
 
 Databases (`Database`): the adapter's TABLES, read with
 `SELECT *, <session> AS __session FROM <table> ORDER BY <order>` and sent as
@@ -37,17 +44,21 @@ whole table once and the per-session keys filter it.
 from __future__ import annotations
 
 import base64
+import hashlib
 import os
 import sqlite3
 import time
 import zlib
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import IO, Any
 from urllib.parse import quote
 
 import msgspec
 
 from pipeline.transcripts.discovery import RACY_NS, SQLITE_MAGIC, Kind, session_of
+from pipeline.transcripts.roots import Refused, confined_database, open_regular, root_of
+from topics.catalog import raw_topic, topic
+from topics.records import DeadLetter
 
 #: The most one poll reads from one source before it hands over what it has.
 READ_LIMIT = 4 * 1024 * 1024
@@ -57,6 +68,12 @@ NO_TIME = 0
 #: Seconds a database read waits for a lock (a WAL reader waits only while the
 #: database is being recovered or its WAL restarted).
 DB_TIMEOUT = 1.0
+#: Room a record needs in its topic beside its value: key, headers, batch framing.
+RECORD_ROOM = 4096
+#: The first bytes of a line too long to ship that its dead letter carries.
+HEAD_BYTES = 4096
+#: The pieces a line too long to ship is read through (its hash and checksum).
+PIECE_BYTES = 1 << 20
 
 _encode = msgspec.json.Encoder().encode
 
@@ -99,7 +116,46 @@ class FileState(msgspec.Struct, kw_only=True):
             self.size, self.mtime = m.size, m.mtime
 
 
-Record = tuple[str | None, bytes | None, Any]  # (session, value, mark)
+def max_line(provider: str) -> int:
+    """The longest line (newline excluded) shipped as one record of `provider`'s raw
+    topic: its max.message.bytes (the catalog's) less RECORD_ROOM."""
+    return topic(raw_topic(provider)).max_message_bytes - RECORD_ROOM
+
+
+class TooLong(msgspec.Struct, frozen=True):
+    """A line longer than its raw topic takes, read through in pieces of PIECE_BYTES:
+    its first HEAD_BYTES, its size and SHA-256 (newline excluded), and what its mark
+    needs (its size and CRC-32 with the newline, the file's CRC-32 through it)."""
+
+    head: bytes
+    size: int
+    sha256: str
+    raw_size: int
+    crc: int
+    file_crc: int
+    finished: bool  # its newline was found (else the end of the file came first)
+
+
+Record = tuple[str | None, "bytes | TooLong | None", Any]  # (session, value, mark)
+
+
+def long_line_letter(kind: Kind, path: str, session: str | None, at: int, line: TooLong,
+                     redact: Callable[[DeadLetter], DeadLetter] | None = None) -> DeadLetter:
+    """The one dead letter for a line too long to ship (`at`: its first byte in the
+    file): its head, its size and SHA-256, the reason; its head redacted by `redact`
+    (the size and hash stay the whole line's)."""
+    name = raw_topic(kind.provider)
+    letter = DeadLetter(
+        topic=name, partition=-1, offset=-1, provider=kind.provider, errorClass="LineTooLong",
+        reason=f"{path}: the line at byte {at} is {line.size} bytes, longer than {name} takes "
+               f"({max_line(kind.provider)} bytes): not shipped; here are its first "
+               f"{len(line.head)} bytes, its size and SHA-256",
+        value=line.head, key=session, origin="agent", valueBytes=line.size,
+        valueSha256=line.sha256)
+    if redact is not None:
+        letter = msgspec.structs.replace(redact(letter), valueBytes=line.size,
+                                         valueSha256=line.sha256)
+    return letter
 
 
 class Reading(msgspec.Struct):
@@ -112,11 +168,15 @@ class Reading(msgspec.Struct):
 
 
 class FileSource:
-    """One session file, followed from its committed state."""
+    """One session file, followed from its committed state, read only as a regular
+    file inside `root` (pipeline.transcripts.roots; default: the directory holding it)."""
 
-    def __init__(self, path: str, kind: Kind, state: FileState | None = None):
+    def __init__(self, path: str, kind: Kind, state: FileState | None = None,
+                 root: str | None = None):
         self.path, self.kind = path, kind
         self.state = state if state is not None else FileState()
+        self.root = root or root_of(path)
+        self.max_line = max_line(kind.provider)
 
     def changed(self) -> bool:
         """Whether a read could find something new (one stat). Raises OSError."""
@@ -129,8 +189,13 @@ class FileSource:
 
     def read(self, *, final: bool = False, limit: int = READ_LIMIT) -> Reading:
         """The complete lines after the committed position (`final`: the unfinished
-        last one too), up to about `limit` bytes. Raises OSError."""
-        with open(self.path, "rb") as fh:
+        last one too), up to about `limit` bytes; a line longer than max_line comes as
+        a TooLong. Raises SourceError (outside its root, not a regular file), OSError."""
+        try:
+            fh, _ = open_regular(self.path, self.root)
+        except Refused as e:
+            raise SourceError(str(e)) from None
+        with fh:
             st = os.fstat(fh.fileno())
             s = self.state
             start = FileMark(st.st_dev, st.st_ino, s.pos, s.crc, s.last, s.last_crc, s.session)
@@ -142,7 +207,7 @@ class FileSource:
             size = 0
             for value, mark in _lines(fh, start, self, final):
                 out.records.append((mark.session, value, mark))
-                size += len(value or b"")
+                size += len(value.head) if isinstance(value, TooLong) else len(value or b"")
                 if size >= limit:
                     out.more = True
                     return out
@@ -163,32 +228,78 @@ class FileSource:
             return f"truncated from {s.pos} to {st.st_size} bytes"
         if (st.st_dev, st.st_ino) == (s.dev, s.ino):
             fh.seek(s.pos - s.last)
-            if zlib.crc32(fh.read(s.last)) == s.last_crc:
+            if _crc(fh, s.last) == (s.last_crc, 0):
                 return ""
         fh.seek(0)
-        crc, left = 0, s.pos
-        while left:
-            chunk = fh.read(min(left, 1 << 20))
-            if not chunk:
-                break
-            crc, left = zlib.crc32(chunk, crc), left - len(chunk)
-        return "" if crc == s.crc and not left else f"rewritten (its first {s.pos} bytes changed)"
+        return "" if _crc(fh, s.pos) == (s.crc, 0) else \
+            f"rewritten (its first {s.pos} bytes changed)"
+
+
+def _crc(fh: IO[bytes], size: int) -> tuple[int, int]:
+    """CRC-32 of the next `size` bytes, read in pieces, and how many of them were missing."""
+    crc, left = 0, size
+    while left:
+        chunk = fh.read(min(left, PIECE_BYTES))
+        if not chunk:
+            break
+        crc, left = zlib.crc32(chunk, crc), left - len(chunk)
+    return crc, left
 
 
 def _lines(fh: Any, start: FileMark, src: FileSource, final: bool
-           ) -> Iterator[tuple[bytes | None, FileMark]]:
+           ) -> Iterator[tuple[bytes | TooLong | None, FileMark]]:
     pos, crc, session = start.pos, start.crc, start.session
-    for raw in fh:
-        if not raw.endswith(b"\n") and not final:
-            return  # still being written
-        line = raw.rstrip(b"\r\n")
+    # a line is never held whole past max_line: memory stays bounded by it
+    readline, limit = fh.readline, src.max_line + 1
+    while True:
+        raw = readline(limit)
+        if not raw:
+            return
+        ended = raw.endswith(b"\n")
+        if ended or len(raw) < limit:
+            if not ended and not final:
+                return  # still being written
+            line = raw.rstrip(b"\r\n")
+            value: bytes | TooLong | None = line if line.strip() else None
+            first, raw_size, raw_crc = line, len(raw), zlib.crc32(raw)
+            file_crc = zlib.crc32(raw, crc)
+        else:
+            long = _long_line(fh, raw, crc)
+            if not long.finished and not final:
+                return  # still being written (read through again at the next change)
+            value, first, raw_size, raw_crc, file_crc = (long, long.head, long.raw_size,
+                                                         long.crc, long.file_crc)
         if session is None:
-            session = session_of(src.kind, src.path, line)
+            session = session_of(src.kind, src.path, first)
             if session is None:  # the runtime names it in a line not finished yet
                 return
-        pos, crc = pos + len(raw), zlib.crc32(raw, crc)
-        mark = FileMark(start.dev, start.ino, pos, crc, len(raw), zlib.crc32(raw), session)
-        yield (line if line.strip() else None), mark
+        pos, crc = pos + raw_size, file_crc
+        yield value, FileMark(start.dev, start.ino, pos, crc, raw_size, raw_crc, session)
+
+
+def _long_line(fh: IO[bytes], first: bytes, file_crc: int) -> TooLong:
+    """The rest of a line whose first `first` bytes already exceed max_line, read
+    through in pieces: what its dead letter and its mark need, never the line."""
+    sha = hashlib.sha256()
+    size, crc, held = 0, 0, b""  # `held`: the last byte, not hashed until the next piece
+    piece, finished, head = first, False, b""
+    while piece:
+        finished = piece.endswith(b"\n")
+        crc, file_crc = zlib.crc32(piece, crc), zlib.crc32(piece, file_crc)
+        size += len(piece)
+        head += piece[:HEAD_BYTES - len(head)]
+        body = held + (piece[:-1] if finished else piece)
+        sha.update(body[:-1])
+        held = body[-1:]
+        if finished:
+            break
+        piece = fh.readline(PIECE_BYTES)
+    cr = finished and held == b"\r"  # a CRLF line's \r is not the line's
+    if not cr:
+        sha.update(held)
+    line_size = size - int(finished) - int(cr)
+    return TooLong(head=head[:line_size], size=line_size, sha256=sha.hexdigest(),
+                   raw_size=size, crc=crc, file_crc=file_crc, finished=finished)
 
 
 class TableState(msgspec.Struct, kw_only=True):
@@ -294,11 +405,15 @@ def _json_value(v: Any) -> Any:
 
 
 class Database:
-    """One SQLite database of a runtime, its TABLES followed from the committed state."""
+    """One SQLite database of a runtime, its TABLES followed from the committed state,
+    read only as a regular file inside `root`, its -wal and -shm too
+    (pipeline.transcripts.roots; default: the directory holding it)."""
 
-    def __init__(self, path: str, kind: Kind, state: DbState | None = None):
+    def __init__(self, path: str, kind: Kind, state: DbState | None = None,
+                 root: str | None = None):
         self.path, self.kind = path, kind
         self.state = state if state is not None else DbState()
+        self.root = root or root_of(path)
 
     def _stat(self) -> list[int]:
         st = os.stat(self.path)
@@ -324,7 +439,12 @@ class Database:
     def read(self, *, final: bool = False, limit: int = READ_LIMIT) -> Reading:
         """The rows not yet sent, per table in TABLES order, up to about `limit`
         bytes (`final` is accepted for the readers' common signature: rows are whole).
-        Raises SourceError (locked, corrupt, a table missing) or OSError."""
+        Raises SourceError (locked, corrupt, a table missing, outside its root, not
+        a regular file) or OSError."""
+        try:
+            real, head = confined_database(self.path, self.root)
+        except Refused as e:
+            raise SourceError(str(e)) from None
         stat = raw = self._stat()
         why, state = "", self.state
         if state.ino and stat[:2] != [state.dev, state.ino]:
@@ -334,12 +454,12 @@ class Database:
         if time.time_ns() - max(stat[3], stat[5]) <= RACY_NS:
             stat = [*stat[:2], -1, -1, -1, -1]  # so recent a same-size write could hide
         try:
-            if raw[4:] == [0, 0] and _wal_mode(self.path):
-                out = self._read_at_rest(raw, state, stat, limit)
+            if raw[4:] == [0, 0] and _wal_mode(head):
+                out = self._read_at_rest(real, raw, state, stat, limit)
             else:
                 # a connection per read: between polls nothing of this reader is open,
                 # so the runtime's last close may fold and remove its WAL as usual
-                conn = open_readonly(self.path)
+                conn = open_readonly(real)
                 try:
                     out = self._read(conn, state, stat, limit)
                 finally:
@@ -351,8 +471,8 @@ class Database:
             out.records.insert(0, (None, None, DbMark("", None, reset=True)))
         return out
 
-    def _read_at_rest(self, raw: list[int], state: DbState, stat: list[int], limit: int
-                      ) -> Reading:
+    def _read_at_rest(self, real: str, raw: list[int], state: DbState, stat: list[int],
+                      limit: int) -> Reading:
         """A WAL database without its -wal: its runtime is not running (SQLite removed
         the -wal at its last close) and every change is in the main file. A read-only
         connection would create a -wal and a -shm beside it (or, in a directory it may
@@ -360,7 +480,7 @@ class Database:
         -wal appeared and the file did not move meanwhile (a writer that starts
         creates its -wal first and writes only there until a checkpoint). Raises
         sqlite3.Error, SourceError when it changed while read."""
-        uri = f"file:{quote(os.path.abspath(self.path))}?mode=ro&immutable=1"
+        uri = f"file:{quote(real)}?mode=ro&immutable=1"
         conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
         try:
             out = self._read(conn, state, stat, limit)
@@ -417,10 +537,8 @@ class Database:
         return out
 
 
-def _wal_mode(path: str) -> bool:
-    """Whether the database file's header says WAL (read and write versions 2)."""
-    with open(path, "rb") as fh:
-        head = fh.read(20)
+def _wal_mode(head: bytes) -> bool:
+    """Whether a database file's header says WAL (read and write versions 2)."""
     return head.startswith(SQLITE_MAGIC) and head[18:20] == b"\x02\x02"
 
 

@@ -3,12 +3,14 @@ databases read through their WAL while a writer writes, never locking it."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import sqlite3
 import subprocess
 import sys
 import threading
+import zlib
 from pathlib import Path
 
 import msgspec
@@ -21,6 +23,7 @@ from pipeline.transcripts.sources import (
     FileSource,
     FileState,
     SourceError,
+    TooLong,
 )
 from tests.transcripts.helpers import insert, writer
 
@@ -49,6 +52,30 @@ def line(n: int, sid: str = "s1") -> bytes:
 
 
 # ---- files ----------------------------------------------------------------------
+
+
+def test_a_line_longer_than_its_topic_takes_is_one_too_long_and_reading_goes_on_after_it(
+        tmp_path: Path):
+    path = tmp_path / "s1.jsonl"
+    long = b'{"type":"user","sessionId":"s1","text":"' + b"y" * 500 + b'"}'
+    path.write_bytes(line(1) + b"\n" + long + b"\r\n" + line(2) + b"\n" + long[:300])
+    src = FileSource(str(path), CLAUDE)
+    src.max_line = 100
+    got = take(src)
+    assert got[0::2] == [line(1), line(2)]
+    assert got[1] == TooLong(head=long, size=len(long), sha256=hashlib.sha256(long).hexdigest(),
+                             raw_size=len(long) + 2, crc=zlib.crc32(long + b"\r\n"),
+                             file_crc=zlib.crc32(line(1) + b"\n" + long + b"\r\n"),
+                             finished=True)
+    assert len(got) == 3  # the long last line waits for its newline
+    with open(path, "ab") as fh:
+        fh.write(b"\n" + line(3) + b"\n")
+    again = FileSource(str(path), CLAUDE, src.state)  # restarted from the saved state
+    again.max_line = 100
+    reading = again.read()
+    assert reading.rewritten == ""  # the checksum runs through the long lines
+    assert [v.size if isinstance(v, TooLong) else v for _, v, _ in reading.records
+            if v is not None] == [300, line(3)]
 
 
 def test_a_growing_file_gives_each_complete_line_once_and_waits_for_a_half_line(tmp_path: Path):
