@@ -75,9 +75,7 @@ def produce(broker: str | None, provider: str, session: str, fmt: str, batch: in
             file: str) -> None:
     """Send a native file into the provider's raw topic (key = session; origin and
     capture time as headers)."""
-    import msgspec
-
-    from pipeline.tools.kafka_io import iter_records
+    from pipeline.tools.kafka_io import check_file, iter_records
     from pipeline.tools.kafka_io import produce as send
     from pipeline.tools.replay import WrongFormat
 
@@ -85,12 +83,9 @@ def produce(broker: str | None, provider: str, session: str, fmt: str, batch: in
     if not settings.broker:
         raise click.UsageError("produce needs --broker (or CANONFLOW_BROKER)")
     try:  # every line checked before anything is sent, then read again as it is sent:
-        for _ in iter_records(file, fmt, batch):  # type: ignore[arg-type]
-            pass  # memory for one record, however long the file
+        check_file(file, fmt)  # type: ignore[arg-type]  # memory for one line
     except WrongFormat as e:
         raise click.ClickException(f"{file}: {e}") from None
-    except (msgspec.DecodeError, msgspec.ValidationError) as e:
-        raise click.ClickException(f"{file}: not a capture file: {e}") from None
     settings = on_broker(settings, for_cluster(settings))
     n = on_broker(settings, send(settings, provider, session,
                                  iter_records(file, fmt, batch)))  # type: ignore[arg-type]

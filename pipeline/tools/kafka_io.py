@@ -9,7 +9,14 @@ from typing import Any
 
 from pipeline.cluster.admin import kafka_client_kwargs
 from pipeline.settings import Settings
-from pipeline.tools.replay import Format, check_format, iter_lines, parse_line
+from pipeline.tools.replay import (
+    CAPTURE_ERRORS,
+    Format,
+    WrongFormat,
+    check_format,
+    iter_lines,
+    parse_line,
+)
 from topics.catalog import raw_topic
 from topics.consumer import Gap
 from topics.records import HEADER_ORIGIN, HEADER_TIME
@@ -54,6 +61,22 @@ def iter_records(path: str, fmt: Format, batch: int = 1) -> Iterator[RawRecord]:
             lines.append(line.data)
     if lines:
         yield RawRecord(b"\n".join(lines), origin, t)
+
+
+def check_file(path: str, fmt: Format) -> None:
+    """Read every line of `path` as `produce` will send it, and send nothing: raises
+    WrongFormat, naming the first line the worker could not take as `fmt` says (a
+    capture file read as native messages, a line that is not a capture line)."""
+    first = True
+    with open(path, "rb") as fh:
+        for n, raw in iter_lines(fh):
+            if first:
+                check_format(raw, fmt, n)
+                first = False
+            try:
+                parse_line(raw, fmt)
+            except CAPTURE_ERRORS as e:
+                raise WrongFormat(f"not a capture file: line {n}: {e}") from None
 
 
 def records_from_file(path: str, fmt: Format, batch: int = 1) -> list[RawRecord]:
