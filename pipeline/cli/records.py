@@ -29,7 +29,8 @@ from topics.catalog import PROVIDERS
                    '{"origin": "agent"|"client", "t": <epoch ms>, "msg": <native message>} lines.')
 @click.option("--session", "-s", default=None,
               help="Session id for every input (default: each file's name).")
-@click.option("--include-raw", is_flag=True, help="Copy each native message into its events.")
+@click.option("--include-raw", is_flag=True,
+              help="Copy each native message into its events (env CANONFLOW_INCLUDE_RAW).")
 @click.option("--view", type=click.Choice(["canonical", "chat"]), default="canonical",
               show_default=True, help="chat: the readable chat records instead of events.")
 @click.argument("files", nargs=-1, type=click.Path(dir_okay=False, allow_dash=True))
@@ -43,7 +44,7 @@ def replay(provider: str, fmt: str, session: str | None, include_raw: bool, view
     from pipeline.tools.replay import WrongFormat
     from pipeline.tools.replay import replay as run_replay
 
-    check_translation_env()
+    include_raw = check_translation_env() or include_raw
     opened: list[tuple[str, IO[bytes]]] = []
     try:
         for path in files or ("-",):
@@ -100,7 +101,8 @@ def produce(broker: str | None, provider: str, session: str, fmt: str, batch: in
                    "becomes S/<its id>.")
 @click.option("--view", type=click.Choice(["canonical", "chat"]), default="canonical",
               show_default=True, help="chat: the readable chat records instead of events.")
-@click.option("--include-raw", is_flag=True, help="Copy each native record into its events.")
+@click.option("--include-raw", is_flag=True,
+              help="Copy each native record into its events (env CANONFLOW_INCLUDE_RAW).")
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
 def import_(runtime: str | None, session: str | None, view: str, include_raw: bool,
             paths: tuple[str, ...]) -> None:
@@ -113,7 +115,7 @@ def import_(runtime: str | None, session: str | None, view: str, include_raw: bo
     every run. Exit status 0 unless a path cannot be read."""
     from pipeline.tools.importer import run_import
 
-    check_translation_env()
+    include_raw = check_translation_env() or include_raw
     sys.exit(run_import(list(paths), sys.stdout.buffer, sys.stderr.buffer, runtime=runtime,
                         session=session, view=view, include_raw=include_raw))  # type: ignore[arg-type]
 
