@@ -21,6 +21,14 @@ from topics.catalog import raw_topic
 from topics.consumer import Gap
 from topics.records import HEADER_ORIGIN, HEADER_TIME
 
+#: The latest capture time a date can say (9999-12-31T23:59:59.999Z), as the adapters read it.
+LATEST_MS = 253_402_300_799_999
+
+
+def datable(t: int | None) -> bool:
+    """A capture time the adapters take (none at all is one: the record's time stands in)."""
+    return t is None or 0 <= t <= LATEST_MS
+
 
 class RawRecord:
     """One record for a raw topic: NDJSON lines of one origin."""
@@ -29,6 +37,13 @@ class RawRecord:
 
     def __init__(self, value: bytes, origin: str, t: int | None):
         self.value, self.origin, self.t = value, origin, t
+
+    @property
+    def timestamp_ms(self) -> int | None:
+        """The record's Kafka timestamp: its capture time when a date can say it, else
+        none (the producer's clock): a Kafka timestamp is a signed 64-bit number, and
+        the `t` header alone is enough for the worker to refuse the line."""
+        return self.t if datable(self.t) else None
 
     def headers(self) -> list[tuple[str, bytes]]:
         h = [(HEADER_ORIGIN, self.origin.encode())]
@@ -39,7 +54,10 @@ class RawRecord:
 
 def iter_records(path: str, fmt: Format, batch: int = 1) -> Iterator[RawRecord]:
     """The raw records of a file, read as they are sent: up to `batch` consecutive lines
-    of the same origin each (a record takes the capture time of its first line).
+    of the same origin each (a record takes the capture time of its first line). A line
+    whose capture time no date can say (`datable`) is a record of its own: the worker
+    makes it that line's dead letter, as replay does, and the lines around it keep
+    their times.
 
     Raises msgspec errors for a malformed capture line, WrongFormat for a capture file
     read as native messages, when the iteration reaches them.
@@ -53,7 +71,8 @@ def iter_records(path: str, fmt: Format, batch: int = 1) -> Iterator[RawRecord]:
                 check_format(raw, fmt, n)
                 first = False
             line = parse_line(raw, fmt)
-            if lines and (line.origin != origin or len(lines) >= batch):
+            if lines and (line.origin != origin or len(lines) >= batch or not datable(t)
+                          or not datable(line.time_ms)):
                 yield RawRecord(b"\n".join(lines), origin, t)
                 lines = []
             if not lines:
@@ -105,7 +124,7 @@ async def produce(settings: Settings, provider: str, session: str,
         futures = []
         for r in records:
             futures.append(await producer.send(topic, r.value, key=key, headers=r.headers(),
-                                               timestamp_ms=r.t))
+                                               timestamp_ms=r.timestamp_ms))
             n += 1
             if len(futures) >= IN_FLIGHT:
                 await asyncio.gather(*futures)

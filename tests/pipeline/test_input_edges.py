@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
+from tests.pipeline.conftest import decoded, read_topic, timed
 from tests.pipeline.test_operator import CAPTURE, NOBODY, canonflow, one_line
+from topics.catalog import CANONICAL_TOPIC, DEADLETTER_TOPIC
 
 #: A JSON value nested 10,000 deep: past msgspec's decoder, and past Python's recursion.
 DEEP = "[" * 10_000 + "]" * 10_000
@@ -62,3 +66,41 @@ def test_produce_refuses_a_capture_with_a_deeply_nested_line_before_sending_any(
                   "--broker", NOBODY, str(path))
     assert one_line(r, 1) == (f"canonflow: {path}: not a capture file: line 3: JSON nested "
                               "too deeply to decode")
+
+
+@pytest.mark.parametrize(("bad_t", "where"), [(10**20, "first"), (10**16, "first"),
+                                             (10**20, "amid")])
+def test_a_capture_time_no_date_can_say_costs_its_line_in_a_batched_record(
+        bad_t, where, settings, worker, tmp_path):
+    """`produce --batch 50` put the line in a record with its neighbours. First in its
+    record, it gave the record its time: past a signed 64-bit Kafka timestamp that was
+    an OverflowError traceback; below it, the worker dead-lettered every line of the
+    record. Amid a record, its time was dropped and the line translated, where replay
+    dead-letters it. Now the line is a record of its own, and the worker gives what
+    replay gives: that line's dead letter, and every other line's events."""
+    rows = [json.loads(x) for x in timed(CAPTURE, tmp_path).read_text().splitlines()]
+    runs = [i for i in range(1, len(rows) - 2) if rows[i - 1]["origin"] == "client"
+            and rows[i]["origin"] == rows[i + 1]["origin"] == rows[i + 2]["origin"] == "agent"]
+    bad = runs[0] if where == "first" else runs[0] + 1  # a record's first line, or its second
+    rows[bad]["t"] = bad_t
+    path = tmp_path / "sess-t.capture.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+
+    replayed = canonflow("replay", "-p", "codex", "--format", "capture", str(path))
+    [want_dead] = _dead_letters(replayed.stderr)
+    assert want_dead["reason"] == f"capture time {bad_t} ms is not between 1970 and 9999"
+    want = [json.loads(x) for x in replayed.stdout.splitlines()]
+    assert len(want) > 10
+
+    sent = canonflow("produce", "-p", "codex", "-s", "sess-t", "--format", "capture",
+                     "--batch", "50", "--broker", settings.broker, str(path))
+    assert sent.returncode == 0 and "Traceback" not in sent.stderr, sent.stderr[-2000:]
+    got = decoded(read_topic(settings, CANONICAL_TOPIC, len(want), key=b"sess-t",
+                             worker=worker))
+    [got_dead] = decoded(read_topic(settings, DEADLETTER_TOPIC, 1, worker=worker))
+    # a record's lines take its first line's time (createdAt); the events are replay's
+    assert [(e["seq"], e["type"], e["eventId"]) for e in got] == \
+        [(e["seq"], e["type"], e["eventId"]) for e in want]
+    same = ("errorClass", "reason", "value", "key", "origin")
+    assert {k: got_dead.get(k) for k in same} == {k: want_dead.get(k) for k in same}
+    assert got_dead["timestampMs"] == bad_t
