@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 
 from pipeline.cluster.broker import EMBEDDED_CLUSTER_ID, EmbeddedBroker, die_with_parent, free_port
-from pipeline.settings import Settings
-from pipeline.worker.process import READY, Repeats, for_cluster
+from pipeline.settings import Settings, to_env
+from pipeline.worker.process import READY, Repeats, WorkerProcess, for_cluster
 
 ROOT = Path(__file__).resolve().parents[2]
 CAPTURE = ROOT / "tests" / "fixtures" / "captured" / "codex" / "codex-app-server__tool_shell.capture.jsonl"
@@ -142,6 +142,32 @@ def test_the_offline_translations_read_include_raw_as_the_worker_does(command):
     bad = canonflow(*command, env_extra={"CANONFLOW_INCLUDE_RAW": "maybe"})
     assert bad.stdout == ""
     assert "CANONFLOW_INCLUDE_RAW='maybe' is not a boolean" in one_line(bad, 2)
+
+
+def test_a_second_worker_on_a_data_directory_in_use_exits_at_once_naming_the_first(
+        settings, worker):
+    """It hung, with Faust's warnings. The first worker holds a lock in its data
+    directory from its start (before it waits for a broker) to its end."""
+    lock = Path(settings.data_dir) / "worker.lock"
+    for _ in range(600):  # the first worker's start: its lock file says its PID
+        if lock.exists() and lock.read_text().strip() == str(worker.pid):
+            break
+        time.sleep(0.1)
+    second = canonflow("run", env_extra=to_env(settings), timeout=60)
+    assert one_line(second, 1) == (
+        f"canonflow: another worker (pid {worker.pid}) runs on the data directory "
+        f"{Path(settings.data_dir).resolve()}: give each worker its own (CANONFLOW_DATA_DIR)")
+    assert worker.alive()
+    worker.stop()  # its lock goes with it: a worker starts there again
+    again = WorkerProcess(settings, log_path=str(Path(settings.data_dir) / "again.log")).start()
+    try:
+        for _ in range(600):
+            if lock.read_text().strip() == str(again.pid) or not again.alive():
+                break
+            time.sleep(0.1)
+        assert again.alive() and lock.read_text().strip() == str(again.pid)
+    finally:
+        again.stop()
 
 
 def test_a_bad_otlp_endpoint_is_a_usage_error_at_once():
