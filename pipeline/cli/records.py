@@ -84,7 +84,7 @@ def produce(broker: str | None, provider: str, session: str, fmt: str, batch: in
     if not settings.broker:
         raise click.UsageError("produce needs --broker (or CANONFLOW_BROKER)")
     try:  # every line checked before anything is sent, then read again as it is sent:
-        check_file(file, fmt)  # type: ignore[arg-type]  # memory for one line
+        check_file(file, fmt, provider)  # type: ignore[arg-type]  # memory for one line
     except WrongFormat as e:
         raise click.ClickException(f"{file}: {e}") from None
     settings = on_broker(settings, for_cluster(settings))

@@ -7,16 +7,20 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import Any
 
+import msgspec
+
 from pipeline.cluster.admin import kafka_client_kwargs
 from pipeline.settings import Settings
 from pipeline.tools.replay import (
     CAPTURE_ERRORS,
     Format,
+    Replayer,
     WrongFormat,
     check_format,
     iter_lines,
     parse_line,
 )
+from topics.canonical import RuntimeWarningEvent
 from topics.catalog import raw_topic
 from topics.consumer import Gap
 from topics.records import HEADER_ORIGIN, HEADER_TIME
@@ -82,10 +86,21 @@ def iter_records(path: str, fmt: Format, batch: int = 1) -> Iterator[RawRecord]:
         yield RawRecord(b"\n".join(lines), origin, t)
 
 
-def check_file(path: str, fmt: Format) -> None:
+_decode_json = msgspec.json.Decoder().decode
+
+
+def check_file(path: str, fmt: Format, provider: str | None = None) -> None:
     """Read every line of `path` as `produce` will send it, and send nothing: raises
     WrongFormat, naming the first line the worker could not take as `fmt` says (a
-    capture file read as native messages, a line that is not a capture line)."""
+    capture file read as native messages, a line that is not a capture line, a native
+    line that is not one JSON object), or when no line is a message of `provider`.
+
+    The provider's test is its adapter's, offline (replay's Replayer): a line whose
+    events are more than unknown-type warnings and synthetic events is one of its
+    messages, and the translation stops at the first such line (the first few, for a
+    file of the provider's). A file that has none (every line malformed for the
+    adapter, or of types it does not know) is another runtime's, or no runtime's."""
+    recognise = Replayer(provider, hold=None, cap=1 << 20) if provider else None
     first = True
     with open(path, "rb") as fh:
         for n, raw in iter_lines(fh):
@@ -93,9 +108,33 @@ def check_file(path: str, fmt: Format) -> None:
                 check_format(raw, fmt, n)
                 first = False
             try:
-                parse_line(raw, fmt)
+                line = parse_line(raw, fmt)
             except CAPTURE_ERRORS as e:
                 raise WrongFormat(f"not a capture file: line {n}: {e}") from None
+            if fmt == "native":
+                _check_native(line.data, n)
+            if recognise is not None:
+                events, _ = recognise.feed("check", n, raw, fmt)
+                if any(not e.synthetic and not isinstance(e, RuntimeWarningEvent)
+                       for e in events):
+                    recognise = None
+    if recognise is not None and not first:
+        raise WrongFormat(f"no line is a {provider} message (each is malformed or of a "
+                          f"type its adapter does not know): another runtime's file?")
+
+
+def _check_native(data: bytes, n: int) -> None:
+    """Raises WrongFormat unless `data` is one JSON object, as every native message is."""
+    try:
+        obj = _decode_json(data)
+    except msgspec.DecodeError as e:
+        raise WrongFormat(f"line {n} is not JSON ({e}): a native line is one JSON "
+                          "object") from None
+    except RecursionError:
+        raise WrongFormat(f"line {n} is JSON nested too deeply to decode") from None
+    if not isinstance(obj, dict):
+        raise WrongFormat(f"line {n} is a JSON {type(obj).__name__}: a native line is one "
+                          "JSON object")
 
 
 def records_from_file(path: str, fmt: Format, batch: int = 1) -> list[RawRecord]:

@@ -7,6 +7,7 @@ one line before anything is sent; never a traceback."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -104,3 +105,62 @@ def test_a_capture_time_no_date_can_say_costs_its_line_in_a_batched_record(
     same = ("errorClass", "reason", "value", "key", "origin")
     assert {k: got_dead.get(k) for k in same} == {k: want_dead.get(k) for k in same}
     assert got_dead["timestampMs"] == bad_t
+
+
+SAMPLES = Path(__file__).resolve().parents[2] / "pipeline" / "tools" / "samples"
+#: A live-stream sample capture of each provider (transcripts are `import`'s and `ship`'s).
+LIVE = {p.name.split("__")[0]: p for p in sorted(SAMPLES.glob("*__*.jsonl"))
+        if "transcript" not in p.name}
+
+
+def _native(capture: Path, tmp_path: Path) -> Path:
+    """The agent's lines of a capture, as native messages (what a sidecar records)."""
+    out = tmp_path / f"{capture.stem}.jsonl"
+    rows = [json.loads(x) for x in capture.read_text().splitlines() if x.strip()]
+    out.write_text("".join(json.dumps(r["msg"]) + "\n" for r in rows
+                           if r.get("origin", "agent") == "agent"))
+    return out
+
+
+@pytest.mark.parametrize(("content", "says"), [
+    (b"hello world\nsecond line\n", "line 1 is not JSON (JSON is malformed: invalid "
+                                    "character (byte 0)): a native line is one JSON object"),
+    (bytes(range(256)) * 8, "line 1 is not JSON (JSON is malformed: invalid character "
+                            "(byte 0)): a native line is one JSON object"),
+    (b'{"type": "system", "subtype": "init"}\n[1, 2]\n',
+     "line 2 is a JSON list: a native line is one JSON object"),
+    (b'{"type": "system"}\n{"a": ' + DEEP.encode() + b"}\n",
+     "line 2 is JSON nested too deeply to decode"),
+], ids=["text", "binary", "a-list", "too-deep"])
+def test_produce_refuses_a_native_file_of_lines_that_are_not_json_objects(content, says,
+                                                                          tmp_path):
+    """A text or binary file was sent, each line to be dead-lettered, without a word.
+    Refused before any connection (the broker here answers nothing: that would be 3)."""
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(content)
+    r = canonflow("produce", "-p", "claude", "-s", "s", "--broker", NOBODY, str(path))
+    assert one_line(r, 1) == f"canonflow: {path}: {says}"
+
+
+@pytest.mark.parametrize(("sample", "provider"), [("codex", "claude"), ("claude", "codex"),
+                                                  ("opencode", "acp")])
+@pytest.mark.parametrize("fmt", ["native", "capture"])
+def test_produce_refuses_another_runtimes_file(sample, provider, fmt, tmp_path):
+    """Every line would have been a dead letter or an unknown-type warning, silently."""
+    path = LIVE[sample] if fmt == "capture" else _native(LIVE[sample], tmp_path)
+    r = canonflow("produce", "-p", provider, "-s", "s", "--format", fmt, "--broker", NOBODY,
+                  str(path))
+    assert one_line(r, 1) == (f"canonflow: {path}: no line is a {provider} message (each is "
+                              "malformed or of a type its adapter does not know): another "
+                              "runtime's file?")
+
+
+@pytest.mark.parametrize("provider", sorted(LIVE))
+@pytest.mark.parametrize("fmt", ["native", "capture"])
+def test_produce_takes_each_providers_own_file(provider, fmt, tmp_path):
+    """The checks refuse no provider's own messages: its file goes to the broker (here
+    none answers: 3, after the checks)."""
+    path = LIVE[provider] if fmt == "capture" else _native(LIVE[provider], tmp_path)
+    r = canonflow("produce", "-p", provider, "-s", "s", "--format", fmt, "--broker", NOBODY,
+                  str(path))
+    assert one_line(r, 3).startswith("canonflow: no broker answers")
