@@ -75,7 +75,9 @@ def replay(provider: str, fmt: str, session: str | None, include_raw: bool, view
 def produce(broker: str | None, provider: str, session: str, fmt: str, batch: int,
             file: str) -> None:
     """Send a native file into the provider's raw topic (key = session; origin and
-    capture time as headers)."""
+    capture time as headers). Every line is checked first: a file the worker could not
+    take (a capture read as native, a line that is not a capture line or not one JSON
+    object, no line of the provider's) is refused, naming it, and nothing is sent."""
     from pipeline.tools.kafka_io import check_file, iter_records
     from pipeline.tools.kafka_io import produce as send
     from pipeline.tools.replay import WrongFormat

@@ -77,7 +77,7 @@ def run(broker: str | None, partitions: int | None, include_raw: bool | None,
     settings = load_settings(broker=broker, partitions=partitions, include_raw=include_raw,
                          web_port=web_port, web_enabled=False if no_web else None)
     check_translation_env()
-    lock = hold_data_dir(settings.data_dir)  # noqa: F841  # held until the process ends
+    _held = hold_data_dir(settings.data_dir)  # locked until this process ends
     if settings.web_enabled and port_in_use(settings.web_host, settings.web_port):
         raise click.ClickException(f"cannot listen on {settings.web_host}:{settings.web_port}"
                                    " (the worker's web server): the port is in use; "

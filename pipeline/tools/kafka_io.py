@@ -100,13 +100,14 @@ def check_file(path: str, fmt: Format, provider: str | None = None) -> None:
     messages, and the translation stops at the first such line (the first few, for a
     file of the provider's). A file that has none (every line malformed for the
     adapter, or of types it does not know) is another runtime's, or no runtime's."""
+    # only whether a line gives events matters: no redaction, any item cap
     recognise = Replayer(provider, hold=None, cap=1 << 20) if provider else None
-    first = True
+    empty = True
     with open(path, "rb") as fh:
         for n, raw in iter_lines(fh):
-            if first:
+            if empty:  # the first line says the file's format
                 check_format(raw, fmt, n)
-                first = False
+                empty = False
             try:
                 line = parse_line(raw, fmt)
             except CAPTURE_ERRORS as e:
@@ -118,9 +119,9 @@ def check_file(path: str, fmt: Format, provider: str | None = None) -> None:
                 if any(not e.synthetic and not isinstance(e, RuntimeWarningEvent)
                        for e in events):
                     recognise = None
-    if recognise is not None and not first:
+    if recognise is not None and not empty:
         raise WrongFormat(f"no line is a {provider} message (each is malformed or of a "
-                          f"type its adapter does not know): another runtime's file?")
+                          "type its adapter does not know): another runtime's file?")
 
 
 def _check_native(data: bytes, n: int) -> None:
