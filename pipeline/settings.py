@@ -140,7 +140,17 @@ _LEAST: dict[str, float] = {
     "max_message_bytes": 1, "idle_timeout": 0.001, "idle_scan_interval": 0.001,
     "fleet_publish_interval": 0.001, "health_probe_interval": 0.001,
     "health_probe_timeout": 0.001, "producer_request_timeout": 0.001,
-    "rebalance_timeout": 0.001, "batch_within": 0, "producer_linger": 0, "fleet_grace": 0}
+    "rebalance_timeout": 0.001, "batch_within": 0, "producer_linger": 0, "fleet_grace": 0,
+    "stall_model": 0, "stall_tool": 0, "stall_approval": 0, "stall_scan_interval": 0.001,
+    "sessions_retention": 0, "fetch_max_wait": 0}
+#: The values a setting of words takes: any other would fail later, with a traceback,
+#: once a broker had started (Faust's logging, its table store, aiokafka's clients).
+_CHOICES: dict[str, tuple[str, ...]] = {
+    "log_level": ("debug", "info", "warning", "error", "critical"),
+    "security_protocol": ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"),
+}
+#: The table stores (Faust's URL schemes) the worker runs with.
+_STORES = ("memory", "rocksdb")
 #: The schemes Faust accepts for a Kafka broker.
 _SCHEMES = ("kafka", "aiokafka")
 
@@ -210,6 +220,14 @@ def from_env(env: Mapping[str, str] | None = None, **overrides: Any) -> Settings
         if getattr(settings, name) < least:
             raise ValueError(f"{name} is {getattr(settings, name)}: it must be at least {least} "
                              f"(CANONFLOW_{name.upper()})")
+    for name, choices in _CHOICES.items():
+        value = getattr(settings, name)
+        if (value.lower() if name == "log_level" else value) not in choices:
+            raise ValueError(f"CANONFLOW_{name.upper()}={value!r}: use one of "
+                             f"{', '.join(choices)}")
+    if settings.store.partition("://")[0] not in _STORES or "://" not in settings.store:
+        raise ValueError(f"CANONFLOW_STORE={settings.store!r}: use "
+                         f"{' or '.join(f'{s}://' for s in _STORES)}")
     if not 0 < settings.web_port < 65536:
         raise ValueError(f"web port {settings.web_port} is not a port (1 to 65535)")
     if settings.broker:
@@ -230,6 +248,14 @@ def item_cap_from_env(env: Mapping[str, str] | None = None) -> int:
     env = os.environ if env is None else env
     raw = env.get("CANONFLOW_ITEM_CAP")
     return from_env({} if raw is None else {"CANONFLOW_ITEM_CAP": raw}).item_cap
+
+
+def include_raw_from_env(env: Mapping[str, str] | None = None) -> bool:
+    """CANONFLOW_INCLUDE_RAW, checked as `from_env` checks it, alone (as
+    `item_cap_from_env`). Raises ValueError for a bad value."""
+    env = os.environ if env is None else env
+    raw = env.get("CANONFLOW_INCLUDE_RAW")
+    return from_env({} if raw is None else {"CANONFLOW_INCLUDE_RAW": raw}).include_raw
 
 
 def to_env(settings: Settings) -> dict[str, str]:

@@ -37,17 +37,19 @@ def load_settings(**overrides: object):  # noqa: ANN202
         raise click.UsageError(str(e)) from None
 
 
-def check_translation_env() -> None:
+def check_translation_env() -> bool:
     """The settings a translation reads from the environment, as the worker reads them
-    (CANONFLOW_REDACT and its companions, CANONFLOW_ITEM_CAP), checked before any input
-    is read or any broker started: a bad one is a usage error, one line, not a traceback
-    once the work has begun."""
+    (CANONFLOW_REDACT and its companions, CANONFLOW_ITEM_CAP, CANONFLOW_INCLUDE_RAW),
+    checked before any input is read or any broker started: a bad one is a usage error,
+    one line, not a traceback once the work has begun. Returns CANONFLOW_INCLUDE_RAW's
+    value (the offline translations' --include-raw is its stand-in)."""
     from pipeline.privacy.redact import Redactor
-    from pipeline.settings import item_cap_from_env
+    from pipeline.settings import include_raw_from_env, item_cap_from_env
 
     try:
         Redactor.from_env()
         item_cap_from_env()
+        return include_raw_from_env()
     except ValueError as e:  # RedactionError is one
         raise click.UsageError(str(e)) from None
 

@@ -29,7 +29,8 @@ from topics.catalog import PROVIDERS
                    '{"origin": "agent"|"client", "t": <epoch ms>, "msg": <native message>} lines.')
 @click.option("--session", "-s", default=None,
               help="Session id for every input (default: each file's name).")
-@click.option("--include-raw", is_flag=True, help="Copy each native message into its events.")
+@click.option("--include-raw", is_flag=True,
+              help="Copy each native message into its events (env CANONFLOW_INCLUDE_RAW).")
 @click.option("--view", type=click.Choice(["canonical", "chat"]), default="canonical",
               show_default=True, help="chat: the readable chat records instead of events.")
 @click.argument("files", nargs=-1, type=click.Path(dir_okay=False, allow_dash=True))
@@ -43,7 +44,7 @@ def replay(provider: str, fmt: str, session: str | None, include_raw: bool, view
     from pipeline.tools.replay import WrongFormat
     from pipeline.tools.replay import replay as run_replay
 
-    check_translation_env()
+    include_raw = check_translation_env() or include_raw
     opened: list[tuple[str, IO[bytes]]] = []
     try:
         for path in files or ("-",):
@@ -74,10 +75,10 @@ def replay(provider: str, fmt: str, session: str | None, include_raw: bool, view
 def produce(broker: str | None, provider: str, session: str, fmt: str, batch: int,
             file: str) -> None:
     """Send a native file into the provider's raw topic (key = session; origin and
-    capture time as headers)."""
-    import msgspec
-
-    from pipeline.tools.kafka_io import iter_records
+    capture time as headers). Every line is checked first: a file the worker could not
+    take (a capture read as native, a line that is not a capture line or not one JSON
+    object, no line of the provider's) is refused, naming it, and nothing is sent."""
+    from pipeline.tools.kafka_io import check_file, iter_records
     from pipeline.tools.kafka_io import produce as send
     from pipeline.tools.replay import WrongFormat
 
@@ -85,12 +86,9 @@ def produce(broker: str | None, provider: str, session: str, fmt: str, batch: in
     if not settings.broker:
         raise click.UsageError("produce needs --broker (or CANONFLOW_BROKER)")
     try:  # every line checked before anything is sent, then read again as it is sent:
-        for _ in iter_records(file, fmt, batch):  # type: ignore[arg-type]
-            pass  # memory for one record, however long the file
+        check_file(file, fmt, provider)  # type: ignore[arg-type]  # memory for one line
     except WrongFormat as e:
         raise click.ClickException(f"{file}: {e}") from None
-    except (msgspec.DecodeError, msgspec.ValidationError) as e:
-        raise click.ClickException(f"{file}: not a capture file: {e}") from None
     settings = on_broker(settings, for_cluster(settings))
     n = on_broker(settings, send(settings, provider, session,
                                  iter_records(file, fmt, batch)))  # type: ignore[arg-type]
@@ -105,7 +103,8 @@ def produce(broker: str | None, provider: str, session: str, fmt: str, batch: in
                    "becomes S/<its id>.")
 @click.option("--view", type=click.Choice(["canonical", "chat"]), default="canonical",
               show_default=True, help="chat: the readable chat records instead of events.")
-@click.option("--include-raw", is_flag=True, help="Copy each native record into its events.")
+@click.option("--include-raw", is_flag=True,
+              help="Copy each native record into its events (env CANONFLOW_INCLUDE_RAW).")
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
 def import_(runtime: str | None, session: str | None, view: str, include_raw: bool,
             paths: tuple[str, ...]) -> None:
@@ -118,7 +117,7 @@ def import_(runtime: str | None, session: str | None, view: str, include_raw: bo
     every run. Exit status 0 unless a path cannot be read."""
     from pipeline.tools.importer import run_import
 
-    check_translation_env()
+    include_raw = check_translation_env() or include_raw
     sys.exit(run_import(list(paths), sys.stdout.buffer, sys.stderr.buffer, runtime=runtime,
                         session=session, view=view, include_raw=include_raw))  # type: ignore[arg-type]
 

@@ -4,6 +4,7 @@ the demo of both."""
 from __future__ import annotations
 
 import sys
+from typing import IO
 
 import click
 
@@ -14,6 +15,39 @@ from pipeline.cli.common import (
     partitions_option,
     run_broker_option,
 )
+
+#: The lock file a worker holds in its data directory while it runs (flock: released
+#: when the process ends, however it ends), with its PID.
+DATA_DIR_LOCK = "worker.lock"
+
+
+def hold_data_dir(path: str) -> IO[bytes]:
+    """Lock the worker's data directory for this process, or raise ClickException: two
+    workers on one directory would share its table stores, and the second one hung,
+    with Faust's warnings. Returns the open lock file: the lock lasts as long as it."""
+    import fcntl
+    import os
+
+    where = os.path.abspath(path)
+    try:
+        os.makedirs(where, exist_ok=True)
+        lock = open(os.path.join(where, DATA_DIR_LOCK), "a+b")  # noqa: SIM115
+    except OSError as e:
+        raise click.ClickException(f"cannot use the data directory {where} "
+                                   f"(CANONFLOW_DATA_DIR): {e.strerror}") from None
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.seek(0)
+        pid = lock.read(20).decode("ascii", "replace").strip()
+        lock.close()
+        who = f"another worker (pid {pid})" if pid.isdigit() else "another worker"
+        raise click.ClickException(f"{who} runs on the data directory {where}: give each "
+                                   "worker its own (CANONFLOW_DATA_DIR)") from None
+    lock.truncate(0)
+    lock.write(b"%d\n" % os.getpid())
+    lock.flush()
+    return lock
 
 
 @click.command()
@@ -43,6 +77,7 @@ def run(broker: str | None, partitions: int | None, include_raw: bool | None,
     settings = load_settings(broker=broker, partitions=partitions, include_raw=include_raw,
                          web_port=web_port, web_enabled=False if no_web else None)
     check_translation_env()
+    _held = hold_data_dir(settings.data_dir)  # locked until this process ends
     if settings.web_enabled and port_in_use(settings.web_host, settings.web_port):
         raise click.ClickException(f"cannot listen on {settings.web_host}:{settings.web_port}"
                                    " (the worker's web server): the port is in use; "

@@ -7,12 +7,31 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import Any
 
+import msgspec
+
 from pipeline.cluster.admin import kafka_client_kwargs
 from pipeline.settings import Settings
-from pipeline.tools.replay import Format, check_format, iter_lines, parse_line
+from pipeline.tools.replay import (
+    CAPTURE_ERRORS,
+    Format,
+    Replayer,
+    WrongFormat,
+    check_format,
+    iter_lines,
+    parse_line,
+)
+from topics.canonical import RuntimeWarningEvent
 from topics.catalog import raw_topic
 from topics.consumer import Gap
 from topics.records import HEADER_ORIGIN, HEADER_TIME
+
+#: The latest capture time a date can say (9999-12-31T23:59:59.999Z), as the adapters read it.
+LATEST_MS = 253_402_300_799_999
+
+
+def datable(t: int | None) -> bool:
+    """A capture time the adapters take (none at all is one: the record's time stands in)."""
+    return t is None or 0 <= t <= LATEST_MS
 
 
 class RawRecord:
@@ -23,6 +42,13 @@ class RawRecord:
     def __init__(self, value: bytes, origin: str, t: int | None):
         self.value, self.origin, self.t = value, origin, t
 
+    @property
+    def timestamp_ms(self) -> int | None:
+        """The record's Kafka timestamp: its capture time when a date can say it, else
+        none (the producer's clock): a Kafka timestamp is a signed 64-bit number, and
+        the `t` header alone is enough for the worker to refuse the line."""
+        return self.t if datable(self.t) else None
+
     def headers(self) -> list[tuple[str, bytes]]:
         h = [(HEADER_ORIGIN, self.origin.encode())]
         if self.t is not None:
@@ -32,7 +58,10 @@ class RawRecord:
 
 def iter_records(path: str, fmt: Format, batch: int = 1) -> Iterator[RawRecord]:
     """The raw records of a file, read as they are sent: up to `batch` consecutive lines
-    of the same origin each (a record takes the capture time of its first line).
+    of the same origin each (a record takes the capture time of its first line). A line
+    whose capture time no date can say (`datable`) is a record of its own: the worker
+    makes it that line's dead letter, as replay does, and the lines around it keep
+    their times.
 
     Raises msgspec errors for a malformed capture line, WrongFormat for a capture file
     read as native messages, when the iteration reaches them.
@@ -46,7 +75,8 @@ def iter_records(path: str, fmt: Format, batch: int = 1) -> Iterator[RawRecord]:
                 check_format(raw, fmt, n)
                 first = False
             line = parse_line(raw, fmt)
-            if lines and (line.origin != origin or len(lines) >= batch):
+            if lines and (line.origin != origin or len(lines) >= batch or not datable(t)
+                          or not datable(line.time_ms)):
                 yield RawRecord(b"\n".join(lines), origin, t)
                 lines = []
             if not lines:
@@ -54,6 +84,58 @@ def iter_records(path: str, fmt: Format, batch: int = 1) -> Iterator[RawRecord]:
             lines.append(line.data)
     if lines:
         yield RawRecord(b"\n".join(lines), origin, t)
+
+
+_decode_json = msgspec.json.Decoder().decode
+
+
+def check_file(path: str, fmt: Format, provider: str | None = None) -> None:
+    """Read every line of `path` as `produce` will send it, and send nothing: raises
+    WrongFormat, naming the first line the worker could not take as `fmt` says (a
+    capture file read as native messages, a line that is not a capture line, a native
+    line that is not one JSON object), or when no line is a message of `provider`.
+
+    The provider's test is its adapter's, offline (replay's Replayer): a line whose
+    events are more than unknown-type warnings and synthetic events is one of its
+    messages, and the translation stops at the first such line (the first few, for a
+    file of the provider's). A file that has none (every line malformed for the
+    adapter, or of types it does not know) is another runtime's, or no runtime's."""
+    # only whether a line gives events matters: no redaction, any item cap
+    recognise = Replayer(provider, hold=None, cap=1 << 20) if provider else None
+    empty = True
+    with open(path, "rb") as fh:
+        for n, raw in iter_lines(fh):
+            if empty:  # the first line says the file's format
+                check_format(raw, fmt, n)
+                empty = False
+            try:
+                line = parse_line(raw, fmt)
+            except CAPTURE_ERRORS as e:
+                raise WrongFormat(f"not a capture file: line {n}: {e}") from None
+            if fmt == "native":
+                _check_native(line.data, n)
+            if recognise is not None:
+                events, _ = recognise.feed("check", n, raw, fmt)
+                if any(not e.synthetic and not isinstance(e, RuntimeWarningEvent)
+                       for e in events):
+                    recognise = None
+    if recognise is not None and not empty:
+        raise WrongFormat(f"no line is a {provider} message (each is malformed or of a "
+                          "type its adapter does not know): another runtime's file?")
+
+
+def _check_native(data: bytes, n: int) -> None:
+    """Raises WrongFormat unless `data` is one JSON object, as every native message is."""
+    try:
+        obj = _decode_json(data)
+    except msgspec.DecodeError as e:
+        raise WrongFormat(f"line {n} is not JSON ({e}): a native line is one JSON "
+                          "object") from None
+    except RecursionError:
+        raise WrongFormat(f"line {n} is JSON nested too deeply to decode") from None
+    if not isinstance(obj, dict):
+        raise WrongFormat(f"line {n} is a JSON {type(obj).__name__}: a native line is one "
+                          "JSON object")
 
 
 def records_from_file(path: str, fmt: Format, batch: int = 1) -> list[RawRecord]:
@@ -82,7 +164,7 @@ async def produce(settings: Settings, provider: str, session: str,
         futures = []
         for r in records:
             futures.append(await producer.send(topic, r.value, key=key, headers=r.headers(),
-                                               timestamp_ms=r.t))
+                                               timestamp_ms=r.timestamp_ms))
             n += 1
             if len(futures) >= IN_FLIGHT:
                 await asyncio.gather(*futures)

@@ -59,17 +59,25 @@ def check_format(raw: bytes, fmt: Format, line: int) -> None:
         return
     try:
         env = _envelope.decode(raw)
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        return
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+        return  # no capture line (translated, the line is its own dead letter)
     if env.origin in ("agent", "client") and len(env.msg):
         raise WrongFormat(f"line {line} is a capture line ({{\"origin\", \"msg\"}}): "
                           "use --format capture")
 
 
+#: What parse_line raises for a line that is not a capture line.
+CAPTURE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError)
+
+
 def parse_line(raw: bytes, fmt: Format) -> Line:
-    """One input line as a Line. Raises msgspec errors for a bad capture envelope."""
+    """One input line as a Line. Raises msgspec errors (CAPTURE_ERRORS) for a bad
+    capture envelope: a DecodeError for one nested deeper than the decoder goes."""
     if fmt == "capture":
-        cap = capture_line_decoder.decode(raw)
+        try:
+            cap = capture_line_decoder.decode(raw)
+        except RecursionError:  # the worker's words for the same line, read as native
+            raise msgspec.DecodeError("JSON nested too deeply to decode") from None
         return Line(bytes(cap.msg), cap.origin, cap.t)
     return Line(raw)
 
@@ -100,7 +108,7 @@ class Replayer:
         session = self.sessions.get(session_id) or new_session(self.translator)
         try:
             line = parse_line(raw, fmt)
-        except (msgspec.DecodeError, msgspec.ValidationError) as e:
+        except CAPTURE_ERRORS as e:
             self.sessions[session_id] = msgspec.structs.replace(session, watermark=offset)
             return [], [self._dead(session_id, offset, raw, "MalformedCapture",
                                    f"not a capture line: {e}")]

@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 
 from pipeline.cluster.broker import EMBEDDED_CLUSTER_ID, EmbeddedBroker, die_with_parent, free_port
-from pipeline.settings import Settings
-from pipeline.worker.process import READY, Repeats, for_cluster
+from pipeline.settings import Settings, to_env
+from pipeline.worker.process import READY, Repeats, WorkerProcess, for_cluster
 
 ROOT = Path(__file__).resolve().parents[2]
 CAPTURE = ROOT / "tests" / "fixtures" / "captured" / "codex" / "codex-app-server__tool_shell.capture.jsonl"
@@ -103,6 +103,71 @@ def test_a_bad_translation_setting_is_a_usage_error_before_any_work(command, var
 def test_a_setting_of_the_wrong_type_names_its_variable(variable, value, says):
     """It said "Expected `int`, got `str` - at `$.partitions`"."""
     assert says in one_line(canonflow("run", "--broker", NOBODY, env_extra={variable: value}), 2)
+
+
+@pytest.mark.parametrize("command", [["run", "--broker", NOBODY],
+                                     ["produce", "-p", "codex", "-s", "s", "--broker", NOBODY,
+                                      str(CAPTURE)]])
+@pytest.mark.parametrize(("variable", "value", "says"), [
+    ("CANONFLOW_LOG_LEVEL", "loud",
+     "CANONFLOW_LOG_LEVEL='loud': use one of debug, info, warning, error, critical"),
+    ("CANONFLOW_STORE", "redis://", "CANONFLOW_STORE='redis://': use memory:// or rocksdb://"),
+    ("CANONFLOW_SECURITY_PROTOCOL", "TLS", "CANONFLOW_SECURITY_PROTOCOL='TLS': use one of "
+                                           "PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL"),
+    ("CANONFLOW_STALL_MODEL", "-5", "stall_model is -5.0: it must be at least 0 "
+                                    "(CANONFLOW_STALL_MODEL)"),
+    ("CANONFLOW_INCLUDE_RAW", "maybe", "CANONFLOW_INCLUDE_RAW='maybe' is not a boolean"),
+])
+def test_a_setting_out_of_its_values_is_a_usage_error_before_any_work(command, variable,
+                                                                     value, says):
+    """A log level, a store or a security protocol nobody knows was a traceback once the
+    broker had answered (`run`: after its wait for one); a negative stall threshold was
+    taken as given."""
+    r = canonflow(*command, env_extra={variable: value}, timeout=30)
+    assert says in one_line(r, 2)
+
+
+@pytest.mark.parametrize("command", [["replay", "-p", "codex", "--format", "capture",
+                                      str(CAPTURE)],
+                                     ["import", str(next((ROOT / "pipeline" / "tools" / "samples")
+                                                         .glob("claude-transcript__*.jsonl")))]])
+def test_the_offline_translations_read_include_raw_as_the_worker_does(command):
+    """CANONFLOW_INCLUDE_RAW=yes copied native messages into the worker's events, and
+    replay and import ignored it without a word."""
+    plain = canonflow(*command)
+    raw = canonflow(*command, env_extra={"CANONFLOW_INCLUDE_RAW": "yes"})
+    assert raw.returncode == plain.returncode
+    assert '"raw":' not in plain.stdout and raw.stdout.count('"raw":') > 5, raw.stderr
+    assert canonflow(*command, "--include-raw").stdout == raw.stdout
+    bad = canonflow(*command, env_extra={"CANONFLOW_INCLUDE_RAW": "maybe"})
+    assert bad.stdout == ""
+    assert "CANONFLOW_INCLUDE_RAW='maybe' is not a boolean" in one_line(bad, 2)
+
+
+def test_a_second_worker_on_a_data_directory_in_use_exits_at_once_naming_the_first(
+        settings, worker):
+    """It hung, with Faust's warnings. The first worker holds a lock in its data
+    directory from its start (before it waits for a broker) to its end."""
+    lock = Path(settings.data_dir) / "worker.lock"
+    for _ in range(600):  # the first worker's start: its lock file says its PID
+        if lock.exists() and lock.read_text().strip() == str(worker.pid):
+            break
+        time.sleep(0.1)
+    second = canonflow("run", env_extra=to_env(settings), timeout=60)
+    assert one_line(second, 1) == (
+        f"canonflow: another worker (pid {worker.pid}) runs on the data directory "
+        f"{os.path.abspath(settings.data_dir)}: give each worker its own (CANONFLOW_DATA_DIR)")
+    assert worker.alive()
+    worker.stop()  # its lock goes with it: a worker starts there again
+    again = WorkerProcess(settings, log_path=str(Path(settings.data_dir) / "again.log")).start()
+    try:
+        for _ in range(600):
+            if lock.read_text().strip() == str(again.pid) or not again.alive():
+                break
+            time.sleep(0.1)
+        assert again.alive() and lock.read_text().strip() == str(again.pid)
+    finally:
+        again.stop()
 
 
 def test_a_bad_otlp_endpoint_is_a_usage_error_at_once():
