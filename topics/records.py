@@ -11,7 +11,7 @@ from msgspec import UNSET, Struct, UnsetType
 Origin = Literal["agent", "client"]
 
 #: Kafka header names on raw records (values are UTF-8).
-HEADER_ORIGIN = "origin"  # "agent" (default) or "client"
+HEADER_ORIGIN = "origin"  # "agent" or "client"; absent: read from the message (Line.origin)
 HEADER_TIME = "t"  # capture time, epoch milliseconds
 
 
@@ -19,9 +19,10 @@ class CaptureLine(Struct, frozen=True, kw_only=True):
     """One line of `--format capture`: a native message and who sent it.
 
     `msg` stays undecoded (msgspec.Raw) so the native bytes pass through unchanged.
+    No `origin`: as a raw record without the header (adapters.core.contract.Line).
     """
 
-    origin: Origin = "agent"
+    origin: Origin | None = None
     t: int | None = None
     msg: msgspec.Raw
 

@@ -25,7 +25,8 @@ from topics.catalog import PROVIDERS
               help="Which runtime wrote the input.")
 @click.option("--format", "fmt", type=click.Choice(["native", "capture"]), default="native",
               show_default=True,
-              help="native: one native message per line, all from the agent; capture: "
+              help="native: one native message per line, without origin (Codex app-server and "
+                   "ACP read it from the message, the others take the agent's); capture: "
                    '{"origin": "agent"|"client", "t": <epoch ms>, "msg": <native message>} lines.')
 @click.option("--session", "-s", default=None,
               help="Session id for every input (default: each file's name).")

@@ -16,15 +16,16 @@ from topics.records import HEADER_ORIGIN, HEADER_TIME
 
 
 class RawRecord:
-    """One record for a raw topic: NDJSON lines of one origin."""
+    """One record for a raw topic: NDJSON lines of one origin (None: a native file's,
+    sent without an `origin` header, as replay reads it)."""
 
     __slots__ = ("value", "origin", "t")
 
-    def __init__(self, value: bytes, origin: str, t: int | None):
+    def __init__(self, value: bytes, origin: str | None, t: int | None):
         self.value, self.origin, self.t = value, origin, t
 
     def headers(self) -> list[tuple[str, bytes]]:
-        h = [(HEADER_ORIGIN, self.origin.encode())]
+        h = [(HEADER_ORIGIN, self.origin.encode())] if self.origin is not None else []
         if self.t is not None:
             h.append((HEADER_TIME, str(self.t).encode()))
         return h
@@ -38,7 +39,8 @@ def iter_records(path: str, fmt: Format, batch: int = 1) -> Iterator[RawRecord]:
     read as native messages, when the iteration reaches them.
     """
     lines: list[bytes] = []  # the record being filled
-    origin, t = "", None
+    origin: str | None = ""
+    t: int | None = None
     first = True
     with open(path, "rb") as fh:
         for n, raw in iter_lines(fh):

@@ -71,7 +71,7 @@ def parse_line(raw: bytes, fmt: Format) -> Line:
     if fmt == "capture":
         cap = capture_line_decoder.decode(raw)
         return Line(bytes(cap.msg), cap.origin, cap.t)
-    return Line(raw)
+    return Line(raw, None)  # as a raw record without an `origin` header
 
 
 class Replayer:
@@ -111,7 +111,7 @@ class Replayer:
             include_raw=self.include_raw, spool=self.spool, cap=self.cap, hold=self.hold)
         self.sessions[session_id] = session
         dead = [self._dead(session_id, offset, f.data, type(f.error).__name__, str(f.error),
-                           origin=line.origin) for f in failures]
+                           origin=line.origin or msgspec.UNSET) for f in failures]
         return events, dead
 
     def forget(self, session_id: str) -> None:

@@ -162,14 +162,16 @@ class BadHeader(ValueError):
     """A header canonflow reads holds a value it cannot take."""
 
 
-def parse_headers(headers: Any) -> tuple[Origin, int | None]:
+def parse_headers(headers: Any) -> tuple[Origin | None, int | None]:
     """(origin, capture time ms) from Kafka headers given as a mapping or (k, v) pairs.
-    No `origin` header means the agent wrote it (DESIGN.md, raw records); one that is
-    neither `agent` nor `client` raises BadHeader: taking a client's decision for the
-    agent's words invents requests, so such a record is dead-lettered, not guessed at.
-    A `t` that is not an integer is ignored (the Kafka timestamp stands in)."""
+    No `origin` header gives None: the translator reads who sent each message from the
+    message where its protocol says (Codex app-server, ACP: `origin_of`), and takes it
+    for the agent's elsewhere. An `origin` that is neither `agent` nor `client` raises
+    BadHeader: taking a client's decision for the agent's words invents requests, so
+    such a record is dead-lettered, not guessed at. A `t` that is not an integer is
+    ignored (the Kafka timestamp stands in)."""
     items: Iterable[tuple[str, Any]] = headers.items() if hasattr(headers, "items") else headers or ()
-    origin: Origin = "agent"
+    origin: Origin | None = None
     t: int | None = None
     for k, v in items:
         if isinstance(v, bytes):
@@ -259,9 +261,10 @@ class Normalizer:
             return Output(None, [], [self._dead(key, partition, offset, UNSET, timestamp_ms,
                                                 str(e), "BadHeader", value or b"")])
         time_ms = t if t is not None else timestamp_ms
+        said: Origin | UnsetType = origin if origin is not None else UNSET  # what dead letters say
 
         def dead(reason: str, cls: str, data: bytes, line: int | None = None) -> bytes:
-            return self._dead(key, partition, offset, origin, time_ms, reason, cls, data, line)
+            return self._dead(key, partition, offset, said, time_ms, reason, cls, data, line)
 
         if not key:  # None or b"": records of every sandbox would merge into one session
             return Output(None, [], [dead("record has no key (the key must be the session id)",
@@ -305,7 +308,7 @@ class Normalizer:
             watch = Watch(requests=requests) if requests else None
         elif stalled:
             new = msgspec.structs.replace(new, seq=session.seq)  # recovered at its next event
-        out = self._published(events, entry.chat, key, partition, offset, origin, time_ms, spool)
+        out = self._published(events, entry.chat, key, partition, offset, said, time_ms, spool)
         kept = summarize(entry.summary, out.shown) if self.summaries else None
         return Output(
             self._encode_state(SessionEntry(new, out.chat_state, watch, kept)),
@@ -388,7 +391,7 @@ class Normalizer:
         return f"InternalError.adapter.{error.cause}"
 
     def _published(self, events: list[Any], chat_state: Session[ChatState] | None,
-                   key: bytes, partition: int, offset: int, origin: Origin,
+                   key: bytes, partition: int, offset: int, origin: Origin | UnsetType,
                    time_ms: int | None, spool: Spool) -> _Published:
         """Encode (and redact) `events`, with their CloudEvents headers, and project them
         onto the chat view: canonical records, chat records, dead letters, the new chat
@@ -438,7 +441,8 @@ class Normalizer:
         return out
 
     def _fitting(self, published: tuple[bytes, Any], key: bytes, partition: int, offset: int,
-                 origin: Origin, time_ms: int | None, dead: list[bytes]) -> tuple[bytes, Any]:
+                 origin: Origin | UnsetType, time_ms: int | None, dead: list[bytes]
+                 ) -> tuple[bytes, Any]:
         """A published event that fits agents.canonical (max_event_bytes), else a
         runtime.warning in its place (same envelope: its seq stays gapless, its eventId
         stays deterministic) and the event itself dead-lettered: a record the cluster
