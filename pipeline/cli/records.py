@@ -74,13 +74,14 @@ def replay(provider: str, fmt: str, session: str | None, include_raw: bool, view
 @click.argument("file", type=click.Path(exists=True, dir_okay=False))
 def produce(broker: str | None, provider: str, session: str, fmt: str, batch: int,
             file: str) -> None:
-    """Send a native file into the provider's raw topic (key = session; origin and
-    capture time as headers)."""
+    """Send a native file into the provider's raw topic (key = session; origin, capture
+    time and record id as headers: the same file sent again sends the same ids)."""
     import msgspec
 
     from pipeline.tools.kafka_io import iter_records
     from pipeline.tools.kafka_io import produce as send
     from pipeline.tools.replay import WrongFormat
+    from topics.records import BadRecordId
 
     settings = load_settings(broker=broker)
     if not settings.broker:
@@ -90,7 +91,7 @@ def produce(broker: str | None, provider: str, session: str, fmt: str, batch: in
             pass  # memory for one record, however long the file
     except WrongFormat as e:
         raise click.ClickException(f"{file}: {e}") from None
-    except (msgspec.DecodeError, msgspec.ValidationError) as e:
+    except (msgspec.DecodeError, msgspec.ValidationError, BadRecordId) as e:
         raise click.ClickException(f"{file}: not a capture file: {e}") from None
     settings = on_broker(settings, for_cluster(settings))
     n = on_broker(settings, send(settings, provider, session,

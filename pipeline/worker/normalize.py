@@ -49,7 +49,18 @@ from topics.canonical import (
 from topics.catalog import EVENT_MAX_MESSAGE_BYTES, raw_topic
 from topics.chat import ChatError, encode_chat
 from topics.cloudevents import Header, Headers
-from topics.records import HEADER_ORIGIN, HEADER_TIME, DeadLetter, Origin, encode_deadletter
+from topics.records import (
+    HEADER_ORIGIN,
+    HEADER_RECORD,
+    HEADER_TIME,
+    BadRecordId,
+    DeadLetter,
+    Origin,
+    advanced,
+    encode_deadletter,
+    record_id,
+    seen,
+)
 from topics.sessions import SummaryState
 
 log = logging.getLogger(__name__)
@@ -83,13 +94,18 @@ class Output(msgspec.Struct, frozen=True):
 class SessionEntry(msgspec.Struct, Generic[S], array_like=True, frozen=True):
     """A session's table value: the translator's session and, when the chat
     projection runs, the chat projection's own state, the stall watch's (waits.Watch:
-    open requests, a stall said) and the session's summary (agents.sessions). One value,
+    open requests, a stall said), the session's summary (agents.sessions) and the marks
+    of the producers that sent it records (`producers`). One value,
     written once per batch, so they can never disagree after a crash."""
 
     session: Session[S]
     chat: Session[ChatState] | None = None
     watch: Watch | None = None
     summary: SummaryState | None = None
+    #: the last n of each producer stream that sent the session a record with a
+    #: `record-id` (topics.records.seen): one integer per stream, at most PRODUCERS_KEPT
+    #: streams. Last, as a field added to a stored array must be.
+    producers: dict[str, int] = {}
 
 
 #: The table value of a session closed for idleness while its summary is kept
@@ -191,6 +207,19 @@ def parse_headers(headers: Any) -> tuple[Origin | None, int | None]:
     return origin, t
 
 
+def parse_record_id(headers: Any) -> tuple[str, int] | None:
+    """(producer stream, n) of the `record-id` header (topics.records.record_id); None
+    without one. Raises BadHeader for a value that is not `<producer stream>:<n>`."""
+    items: Iterable[tuple[str, Any]] = headers.items() if hasattr(headers, "items") else headers or ()
+    for k, v in items:
+        if k == HEADER_RECORD:
+            try:
+                return record_id(v if isinstance(v, bytes | str) else str(v))
+            except BadRecordId as e:
+                raise BadHeader(str(e)) from None
+    return None
+
+
 class Normalizer:
     """The translation step of one provider's normalize agent, and the chat projection
     of the events it produces.
@@ -257,6 +286,7 @@ class Normalizer:
         fresh MemorySpool when None: enough for a session in one record)."""
         try:
             origin, t = parse_headers(headers)
+            rid = parse_record_id(headers)
         except BadHeader as e:
             return Output(None, [], [self._dead(key, partition, offset, UNSET, timestamp_ms,
                                                 str(e), "BadHeader", value or b"")])
@@ -285,6 +315,10 @@ class Normalizer:
             # State written by an incompatible version: keep the record, say why.
             return Output(None, [], [dead(f"stored session state cannot be read: {e}",
                                           "StateError", value)])
+        if rid is not None and seen(entry.producers, rid):
+            # a copy of a record the session had (a producer's retry): nothing happens,
+            # as for a record at or below the watermark
+            return Output(None, [], [])
         session = entry.session
         lines = [Line(data, origin, time_ms) for data in split_lines(value)]
         spool = spool if spool is not None else MemorySpool()
@@ -310,8 +344,9 @@ class Normalizer:
             new = msgspec.structs.replace(new, seq=session.seq)  # recovered at its next event
         out = self._published(events, entry.chat, key, partition, offset, said, time_ms, spool)
         kept = summarize(entry.summary, out.shown) if self.summaries else None
+        producers = advanced(entry.producers, rid) if rid is not None else entry.producers
         return Output(
-            self._encode_state(SessionEntry(new, out.chat_state, watch, kept)),
+            self._encode_state(SessionEntry(new, out.chat_state, watch, kept, producers)),
             out.records,
             [dead(str(f.error), self._error_class(f.error), f.data, f.line) for f in failures]
             + out.dead,
@@ -353,7 +388,8 @@ class Normalizer:
                       sinceMs=now_ms - waited_ms)
         new = msgspec.structs.replace(session, seq=session.seq + 1)
         return session.partition, Output(
-            self._encode_state(SessionEntry(new, out.chat_state, watch, kept)),
+            self._encode_state(SessionEntry(new, out.chat_state, watch, kept,
+                                            entry.producers)),
             out.records, out.dead, chat=out.chat, record_headers=out.record_headers,
             chat_headers=out.chat_headers,
             summary=(kept, out.shown[-1], False) if kept is not None else None)
