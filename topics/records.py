@@ -11,19 +11,60 @@ from msgspec import UNSET, Struct, UnsetType
 Origin = Literal["agent", "client"]
 
 #: Kafka header names on raw records (values are UTF-8).
-HEADER_ORIGIN = "origin"  # "agent" (default) or "client"
+HEADER_ORIGIN = "origin"  # "agent" or "client"; absent: read from the message (Line.origin)
 HEADER_TIME = "t"  # capture time, epoch milliseconds
+#: "<producer stream>:<n>": the record's place in what one producer sends, the same when
+#: it sends the record again (record_id, seen)
+HEADER_RECORD = "record-id"
+#: The producer streams a session remembers (seen): the last ones to send it a record.
+PRODUCERS_KEPT = 8
+
+
+class BadRecordId(ValueError):
+    """A `record-id` that is not `<producer stream>:<n>`."""
+
+
+def record_id(value: bytes | str) -> tuple[str, int]:
+    """(producer stream, n) of a `record-id` header or capture-line value: everything
+    before the last ':' (1 to 200 characters), then a decimal integer from 0. Raises
+    BadRecordId for anything else."""
+    text = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+    stream, _, n = text.rpartition(":")
+    if not 0 < len(stream) <= 200 or not n.isascii() or not n.isdigit():
+        raise BadRecordId(f"header {HEADER_RECORD!r} is {text[:60]!r}: it must be "
+                          "'<producer stream>:<n>', n a decimal integer")
+    return stream, int(n)
+
+
+def seen(marks: dict[str, int], rid: tuple[str, int]) -> bool:
+    """Whether a session whose producer streams are at `marks` has had the record `rid`
+    (its n at or below its stream's mark): a copy a producer sent again."""
+    mark = marks.get(rid[0])
+    return mark is not None and rid[1] <= mark
+
+
+def advanced(marks: dict[str, int], rid: tuple[str, int]) -> dict[str, int]:
+    """`marks` after the record `rid`: its stream's mark is its n, and the stream the
+    most recent; past PRODUCERS_KEPT streams, the one that sent last longest ago goes."""
+    out = {k: v for k, v in marks.items() if k != rid[0]}
+    out[rid[0]] = rid[1]
+    while len(out) > PRODUCERS_KEPT:
+        del out[next(iter(out))]
+    return out
 
 
 class CaptureLine(Struct, frozen=True, kw_only=True):
     """One line of `--format capture`: a native message and who sent it.
 
     `msg` stays undecoded (msgspec.Raw) so the native bytes pass through unchanged.
+    No `origin`: as a raw record without the header (adapters.core.contract.Line).
     """
 
-    origin: Origin = "agent"
+    origin: Origin | None = None
     t: int | None = None
     msg: msgspec.Raw
+    #: the `record-id` header of the record it was (record_id); None: it had none
+    record_id: str | None = msgspec.field(default=None, name="record-id")
 
 
 class DeadLetter(Struct, frozen=True, kw_only=True, omit_defaults=True):

@@ -10,11 +10,12 @@ from adapters.acp.translator import (
     IGNORED,
     initial,
     message_id,
+    origin_of,
     provider,
     raw_source,
     state_type,
     translate,
 )
 
-__all__ = ["IGNORED", "initial", "message_id", "provider", "raw_source", "state_type",
+__all__ = ["IGNORED", "initial", "message_id", "origin_of", "provider", "raw_source", "state_type",
            "translate"]

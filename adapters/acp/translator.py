@@ -45,7 +45,9 @@ Invariants
   collide), so the requests each side has in flight are kept apart, keyed by the
   JSON-RPC id *and its JSON type* (1 and "1" differ). A response is matched
   against the other side's requests first, then against its own side's (a
-  `--format native` replay labels every line "agent").
+  producer that labels every line "agent"). A message without its origin gets the
+  side `origin_of` reads from it: its method's, in the schema, or the side opposite
+  the request its response answers.
 * One ACP connection may hold several sessions; turns are tracked per connection
   (a canonflow session is one agent process), ids of the thread from the
   `sessionId` the message names.
@@ -87,7 +89,7 @@ from adapters.acp.session_setup import (
 from adapters.acp.state import Pending, State
 from adapters.acp.tool_calls import on_tool_call, on_tool_call_update
 from adapters.acp.usage import acp_tokens, on_usage
-from adapters.core.contract import MalformedRecord, Message
+from adapters.core.contract import MalformedRecord, Message, UnknownOrigin
 from adapters.core.emitter import Emitter
 from adapters.core.emitter import replace as _replace
 from adapters.core.ids import jsonrpc_message_id
@@ -97,8 +99,9 @@ from topics.canonical import (
     SessionStateChanged,
     SessionStateChangedPayload,
 )
+from topics.records import Origin
 
-__all__ = ["IGNORED", "acp_tokens", "initial", "message_id", "provider", "raw_source",
+__all__ = ["IGNORED", "acp_tokens", "initial", "message_id", "origin_of", "provider", "raw_source",
            "state_type", "translate"]
 
 provider = "acp"
@@ -113,6 +116,61 @@ state_type = State
 
 def initial() -> State:
     return State()
+
+
+# ---- who sent it ---------------------------------------------------------------
+
+#: The methods only the client sends: the schema's `agentMethods` (meta.json of v1, of
+#: v1 unstable and of the v2 draft: the methods the agent answers), and
+#: `session/set_model`, which earlier unstable releases defined and claude-code-acp
+#: answers.
+CLIENT_SENT: Final[frozenset[str]] = frozenset("""
+initialize authenticate logout session/new session/load session/resume session/fork
+session/list session/delete session/close session/set_mode session/set_config_option
+session/set_model session/prompt session/cancel providers/list providers/set
+providers/disable nes/start nes/suggest nes/accept nes/reject nes/close document/didOpen
+document/didChange document/didClose document/didSave document/didFocus auth/login
+auth/logout
+""".split())
+
+#: The methods only the agent sends: the schema's `clientMethods` (the methods the client
+#: answers), and `_auth/status_update`, the extension claude-agent-acp sends. Both sides
+#: send `mcp/message` (in both lists) and `$/cancel_request` (a protocol method).
+AGENT_SENT: Final[frozenset[str]] = frozenset("""
+session/update session/request_permission fs/read_text_file fs/write_text_file
+terminal/create terminal/output terminal/release terminal/wait_for_exit terminal/kill
+elicitation/create elicitation/complete mcp/connect mcp/disconnect _auth/status_update
+""".split())
+
+
+def origin_of(state: State, obj: dict[str, Any]) -> Origin:
+    """Who sent a message that came without its origin (adapters.core.record), from the
+    message itself: a method's side is the schema's (CLIENT_SENT, AGENT_SENT); a response
+    answers the other side's request in flight with its id (State.client, State.agent).
+    Raises UnknownOrigin where that does not settle it: a method both sides send, an
+    extension or a method the schema does not define, a response to an id that no
+    request in flight has, or that requests of both sides have. A message of no JSON-RPC
+    shape is the agent's, for `translate` to refuse."""
+    method = obj.get("method")
+    if isinstance(method, str):
+        if method in CLIENT_SENT:
+            return "client"
+        if method in AGENT_SENT:
+            return "agent"
+        raise UnknownOrigin(f"ACP message {method[:80]!r} came without an origin, and the "
+                            "schema does not say which side sends it: cannot tell who sent "
+                            "it (send it with an 'origin' header)")
+    if method is None and "id" in obj and ("result" in obj or "error" in obj):
+        key = id_key(obj["id"])
+        answers_agent = key in state.agent  # the client's answer to the agent
+        answers_client = key in state.client
+        if answers_agent != answers_client:
+            return "client" if answers_agent else "agent"
+        which = "requests of both sides" if answers_agent else "no request"
+        raise UnknownOrigin(f"ACP response to id {str(obj['id'])[:40]!r} came without an origin, and "
+                            f"{which} in flight {'have' if answers_agent else 'has'} that "
+                            "id: cannot tell who sent it (send it with an 'origin' header)")
+    return "agent"
 
 
 # ---- entry point --------------------------------------------------------------

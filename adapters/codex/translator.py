@@ -25,7 +25,9 @@ A line is one of six shapes, told apart by origin and by `id`/`method`:
 agent notification (`method`), agent request (`id` + `method`: approvals and
 input), agent response (`id` + `result|error`, answering a client request), client
 request, client notification (`initialized`), client response (answering an
-agent request: the user's decision).
+agent request: the user's decision). A message without its origin gets the side
+`origin_of` reads from it: its method's in the schema (CLIENT_METHODS, AGENT_METHODS),
+or the side opposite the request in flight its response answers.
 
 Invariants
 * Every item is started once and completed once: an item first seen through a
@@ -130,6 +132,7 @@ from adapters.codex.notices import (
     on_world_writable,
 )
 from adapters.codex.requests import (
+    REQUEST_TYPES,
     on_client_response,
     on_server_request,
     on_server_request_resolved,
@@ -155,10 +158,11 @@ from adapters.codex.turns import (
 from adapters.codex.usage import codex_tokens as codex_tokens  # importable from here (README)
 from adapters.codex.usage import on_token_usage
 from adapters.codex.usage import turn_tokens as turn_tokens
-from adapters.core.contract import MalformedRecord, Message
+from adapters.core.contract import MalformedRecord, Message, UnknownOrigin
 from adapters.core.emitter import UNSET, Emitter
 from adapters.core.emitter import replace as _replace
 from adapters.core.ids import jsonrpc_message_id
+from topics.records import Origin
 
 provider = "codex"
 raw_source = "codex.app-server"
@@ -223,6 +227,39 @@ def translate(state: State, msg: Message, out: Emitter) -> State:
         speak_for(state, out, None)
         return on_server_response(state, obj, out)
     raise MalformedRecord("codex message is neither a request, a notification nor a response")
+
+
+# ---- who sent it --------------------------------------------------------------------
+
+
+def origin_of(state: State, obj: dict[str, Any]) -> Origin:
+    """Who sent a message that came without its origin (adapters.core.record), from the
+    message itself: a method's side is the schema's (CLIENT_METHODS, AGENT_METHODS); a
+    response answers the other side's request in flight with its id (State.pending:
+    the client's, State.requests: the server's). Raises UnknownOrigin where that does
+    not settle it: a method neither side defines, a response to an id that no request
+    in flight has, or that requests of both sides have. A message of no JSON-RPC shape
+    is the agent's, for `translate` to refuse."""
+    method = obj.get("method")
+    if isinstance(method, str):
+        if method in CLIENT_METHODS:
+            return "client"
+        if method in AGENT_METHODS or method.startswith(LEGACY_PREFIX):
+            return "agent"
+        raise UnknownOrigin(f"codex message {method[:80]!r} came without an origin, and no "
+                            "side sends this method in the app-server schema: cannot tell "
+                            "who sent it (send it with an 'origin' header)")
+    if method is None and "id" in obj and ("result" in obj or "error" in obj):
+        key = rpc_id(obj["id"])
+        answers_server = key in state.requests  # the client's answer to the server
+        answers_client = key in state.pending
+        if answers_server != answers_client:
+            return "client" if answers_server else "agent"
+        which = "both a client and a server request" if answers_server else "no request"
+        raise UnknownOrigin(f"codex response to id {key[:40]!r} came without an origin, and "
+                            f"{which} in flight has that id: cannot tell who sent it (send "
+                            "it with an 'origin' header)")
+    return "agent"
 
 
 # ---- client -> server -------------------------------------------------------------
@@ -381,3 +418,10 @@ command/exec/resize config/read externalAgentConfig/detect externalAgentConfig/i
 externalAgentConfig/import/recordHistory externalAgentConfig/import/readHistories
 config/value/write config/batchWrite configRequirements/read account/read fuzzyFileSearch
 """.split())
+
+#: The methods only the client sends (ClientRequest.json, ClientNotification.json) and
+#: those only the server sends (ServerRequest.json, ServerNotification.json: 10 and 87
+#: methods, every one handled or ignored here): how `origin_of` reads a message's
+#: side. The two sets are disjoint.
+CLIENT_METHODS: Final[frozenset[str]] = CLIENT_REQUESTS | CLIENT_NOTIFICATIONS
+AGENT_METHODS: Final[frozenset[str]] = frozenset(REQUEST_TYPES) | frozenset(_HANDLERS) | IGNORED

@@ -26,6 +26,13 @@ class MalformedRecord(AdapterError):
     a native value an event cannot carry (the payload check)."""
 
 
+class UnknownOrigin(MalformedRecord):
+    """A message that came without its origin (no `origin` header, no `origin` in its
+    capture line) and whose direction its protocol does not settle: a method both sides
+    may send or that the protocol does not define, a response to an id that no request
+    in flight has, or that requests of both sides have."""
+
+
 class InternalError(AdapterError):
     """canonflow's own code failed on a message (an exception a translator did not
     raise on purpose): a bug to fix, never the input's fault. `cause` names the
@@ -136,10 +143,12 @@ class Session(Stored, Generic[S], frozen=True, kw_only=True):
 
 
 class Line(Struct, frozen=True):
-    """One native message of a raw record, with who sent it and when."""
+    """One native message of a raw record, with who sent it and when. `origin` None: the
+    record did not say (no `origin` header, a native line): the translator's
+    `origin_of` reads it from the message, else it is the agent's."""
 
     data: bytes
-    origin: Origin = "agent"
+    origin: Origin | None = "agent"
     time_ms: int | None = None
 
 

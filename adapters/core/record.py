@@ -80,6 +80,8 @@ from topics.canonical import (
 )
 
 S = TypeVar("S", bound=Struct)
+#: A translator's `origin_of`: (its state, the decoded message) -> who sent it.
+OriginOf = Callable[[Any, dict[str, Any]], Origin]
 
 
 class Translator(Protocol[S]):
@@ -91,6 +93,11 @@ class Translator(Protocol[S]):
     #: the id of a native message, to drop one sent twice (adapters.core.ids); None
     #: for a runtime whose messages carry none
     message_id: MessageId | None
+    #: who sent a message that came without its origin (Line.origin None), read from the
+    #: message and the state before it: defined by the two-way protocols (Codex
+    #: app-server, ACP), where it raises UnknownOrigin when the message does not say;
+    #: a translator without it takes such a message for the agent's
+    origin_of: OriginOf | None
 
     def initial(self) -> S: ...
 
@@ -171,13 +178,16 @@ def decode_message(data: bytes) -> dict[str, Any]:
 # each translator's constants, read once (compiled, an attribute of a module is a dict
 # lookup behind a call: ~160 instructions, three a record); `translate` is read at every
 # record, where a test may have replaced it
-_CONSTANTS: Final[dict[object, tuple[str, str, MessageId | None]]] = {}
+_CONSTANTS: Final[dict[object, tuple[str, str, MessageId | None, OriginOf | None]]] = {}
 
 
-def _constants(translator: Translator[Any]) -> tuple[str, str, MessageId | None]:
-    """(provider, raw_source, message_id) of `translator`, kept in _CONSTANTS."""
+def _constants(translator: Translator[Any]
+               ) -> tuple[str, str, MessageId | None, OriginOf | None]:
+    """(provider, raw_source, message_id, origin_of) of `translator`, kept in _CONSTANTS
+    (origin_of None for a translator that does not define it)."""
     known = _CONSTANTS[translator] = (translator.provider, translator.raw_source,
-                                      translator.message_id)
+                                      translator.message_id,
+                                      getattr(translator, "origin_of", None))
     return known
 
 
@@ -236,7 +246,8 @@ def translate_record(
     s_turn: str | None = fields[_TURN]
     s_version: str | None = fields[_VERSION]
     known = _CONSTANTS.get(translator)
-    provider, raw_source, message_id = known if known is not None else _constants(translator)
+    provider, raw_source, message_id, origin_of = (
+        known if known is not None else _constants(translator))
     out = Emitter(provider, session_id, fields[_SEQ], clock_ms, include_raw, raw_source, epoch,
                   streams, spool, cap)
     out.version = s_version
@@ -262,7 +273,7 @@ def translate_record(
             thread=s_thread or UNSET, turn=s_turn or UNSET)
     for n, line in enumerate(lines):
         data: bytes
-        origin: Origin
+        origin: Origin | None
         time_ms: int | None
         data, origin, time_ms = astuple(line)
         mark, seq = len(events), out.seq
@@ -274,6 +285,8 @@ def translate_record(
                                           "and 9999")
                 out.set_clock(time_ms)
             obj = decode_message(data)
+            if origin is None:  # the record did not say who sent it: the message may
+                origin = origin_of(state, obj) if origin_of is not None else "agent"
             digest = 0  # none: a digest is negative
             if message_id is not None:
                 if message_id(obj, origin) is not None:

@@ -25,7 +25,8 @@ from topics.catalog import PROVIDERS
               help="Which runtime wrote the input.")
 @click.option("--format", "fmt", type=click.Choice(["native", "capture"]), default="native",
               show_default=True,
-              help="native: one native message per line, all from the agent; capture: "
+              help="native: one native message per line, without origin (Codex app-server and "
+                   "ACP read it from the message, the others take the agent's); capture: "
                    '{"origin": "agent"|"client", "t": <epoch ms>, "msg": <native message>} lines.')
 @click.option("--session", "-s", default=None,
               help="Session id for every input (default: each file's name).")
@@ -74,13 +75,15 @@ def replay(provider: str, fmt: str, session: str | None, include_raw: bool, view
 @click.argument("file", type=click.Path(exists=True, dir_okay=False))
 def produce(broker: str | None, provider: str, session: str, fmt: str, batch: int,
             file: str) -> None:
-    """Send a native file into the provider's raw topic (key = session; origin and
-    capture time as headers). Every line is checked first: a file the worker could not
-    take (a capture read as native, a line that is not a capture line or not one JSON
-    object, no line of the provider's) is refused, naming it, and nothing is sent."""
+    """Send a native file into the provider's raw topic (key = session; origin, capture
+    time and record id as headers: the same file sent again sends the same ids). Every
+    line is checked first: a file the worker could not take (a capture read as native,
+    a line that is not a capture line or not one JSON object, no line of the provider's)
+    is refused, naming it, and nothing is sent."""
     from pipeline.tools.kafka_io import check_file, iter_records
     from pipeline.tools.kafka_io import produce as send
     from pipeline.tools.replay import WrongFormat
+    from topics.records import BadRecordId
 
     settings = load_settings(broker=broker)
     if not settings.broker:
@@ -89,6 +92,8 @@ def produce(broker: str | None, provider: str, session: str, fmt: str, batch: in
         check_file(file, fmt, provider)  # type: ignore[arg-type]  # memory for one line
     except WrongFormat as e:
         raise click.ClickException(f"{file}: {e}") from None
+    except BadRecordId as e:
+        raise click.ClickException(f"{file}: not a capture file: {e}") from None
     settings = on_broker(settings, for_cluster(settings))
     n = on_broker(settings, send(settings, provider, session,
                                  iter_records(file, fmt, batch)))  # type: ignore[arg-type]

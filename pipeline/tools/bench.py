@@ -209,7 +209,7 @@ def _stall_state(path: Path, provider: str, until: str, repeat: int = 1) -> byte
     offset = 0
     for time_round in range(repeat):
         for cap in lines:
-            headers = [("origin", cap.origin.encode())]
+            headers = [("origin", cap.origin.encode())] if cap.origin is not None else []
             out = n.process(state, b"bench", bytes(cap.msg), partition=0, offset=offset,
                             headers=headers, timestamp_ms=1_000 + offset)
             offset += 1

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import os
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import Any
@@ -18,12 +20,13 @@ from pipeline.tools.replay import (
     WrongFormat,
     check_format,
     iter_lines,
+    parse_capture,
     parse_line,
 )
 from topics.canonical import RuntimeWarningEvent
 from topics.catalog import raw_topic
 from topics.consumer import Gap
-from topics.records import HEADER_ORIGIN, HEADER_TIME
+from topics.records import HEADER_ORIGIN, HEADER_RECORD, HEADER_TIME
 
 #: The latest capture time a date can say (9999-12-31T23:59:59.999Z), as the adapters read it.
 LATEST_MS = 253_402_300_799_999
@@ -35,12 +38,14 @@ def datable(t: int | None) -> bool:
 
 
 class RawRecord:
-    """One record for a raw topic: NDJSON lines of one origin."""
+    """One record for a raw topic: NDJSON lines of one origin (None: a native file's,
+    sent without an `origin` header, as replay reads it)."""
 
-    __slots__ = ("value", "origin", "t")
+    __slots__ = ("value", "origin", "t", "rid")
 
-    def __init__(self, value: bytes, origin: str, t: int | None):
-        self.value, self.origin, self.t = value, origin, t
+    def __init__(self, value: bytes, origin: str | None, t: int | None,
+                 rid: str | None = None):
+        self.value, self.origin, self.t, self.rid = value, origin, t, rid
 
     @property
     def timestamp_ms(self) -> int | None:
@@ -50,10 +55,19 @@ class RawRecord:
         return self.t if datable(self.t) else None
 
     def headers(self) -> list[tuple[str, bytes]]:
-        h = [(HEADER_ORIGIN, self.origin.encode())]
+        h = [(HEADER_ORIGIN, self.origin.encode())] if self.origin is not None else []
         if self.t is not None:
             h.append((HEADER_TIME, str(self.t).encode()))
+        if self.rid is not None:
+            h.append((HEADER_RECORD, self.rid.encode()))
         return h
+
+
+def file_stream(path: str) -> str:
+    """The producer stream of a file's records (topics.records.HEADER_RECORD): its real
+    path, hashed, so the same file sent again gives its records the same ids."""
+    real = os.path.realpath(path).encode("utf-8", "surrogateescape")
+    return "produce:" + hashlib.blake2b(real, digest_size=8).hexdigest()
 
 
 def iter_records(path: str, fmt: Format, batch: int = 1) -> Iterator[RawRecord]:
@@ -63,27 +77,42 @@ def iter_records(path: str, fmt: Format, batch: int = 1) -> Iterator[RawRecord]:
     makes it that line's dead letter, as replay does, and the lines around it keep
     their times.
 
-    Raises msgspec errors for a malformed capture line, WrongFormat for a capture file
-    read as native messages, when the iteration reaches them.
+    Each record's `record-id` is its last line's: the one its capture line carries,
+    else `<file_stream>:<the byte offset where the line ends>`. So a file sent again
+    (a retried `canonflow produce`, with the same --batch) sends the same ids, and the
+    worker translates each record once.
+
+    Raises msgspec errors for a malformed capture line, BadRecordId for a bad
+    `record-id` in one, WrongFormat for a capture file read as native messages, when the
+    iteration reaches them.
     """
     lines: list[bytes] = []  # the record being filled
-    origin, t = "", None
+    origin: str | None = ""
+    t: int | None = None
+    rid = ""
+    stream = file_stream(path)
     first = True
+    end = 0  # the byte offset after the line read
     with open(path, "rb") as fh:
-        for n, raw in iter_lines(fh):
+        for n, got in enumerate(fh, 1):
+            end += len(got)
+            raw = got.rstrip(b"\r\n")
+            if not raw.strip():
+                continue
             if first:  # the first line says the file's format
                 check_format(raw, fmt, n)
                 first = False
-            line = parse_line(raw, fmt)
+            line, said = parse_capture(raw, fmt)
             if lines and (line.origin != origin or len(lines) >= batch or not datable(t)
                           or not datable(line.time_ms)):
-                yield RawRecord(b"\n".join(lines), origin, t)
+                yield RawRecord(b"\n".join(lines), origin, t, rid)
                 lines = []
             if not lines:
                 origin, t = line.origin, line.time_ms
             lines.append(line.data)
+            rid = f"{said[0]}:{said[1]}" if said is not None else f"{stream}:{end}"
     if lines:
-        yield RawRecord(b"\n".join(lines), origin, t)
+        yield RawRecord(b"\n".join(lines), origin, t, rid)
 
 
 _decode_json = msgspec.json.Decoder().decode

@@ -22,7 +22,15 @@ from pipeline.privacy.redact import Redactor
 from pipeline.settings import item_cap_from_env
 from topics.catalog import raw_topic
 from topics.chat import encode_chat
-from topics.records import DeadLetter, capture_line_decoder, encode_deadletter
+from topics.records import (
+    BadRecordId,
+    DeadLetter,
+    advanced,
+    capture_line_decoder,
+    encode_deadletter,
+    record_id,
+    seen,
+)
 
 Format = Literal["native", "capture"]
 View = Literal["canonical", "chat"]
@@ -73,13 +81,22 @@ CAPTURE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError)
 def parse_line(raw: bytes, fmt: Format) -> Line:
     """One input line as a Line. Raises msgspec errors (CAPTURE_ERRORS) for a bad
     capture envelope: a DecodeError for one nested deeper than the decoder goes."""
+    return parse_capture(raw, fmt)[0]
+
+
+def parse_capture(raw: bytes, fmt: Format) -> tuple[Line, tuple[str, int] | None]:
+    """One input line as a Line, and the record id its capture line carries (None:
+    none, or a native line). Raises msgspec errors (CAPTURE_ERRORS) for a bad capture
+    envelope (a DecodeError for one nested deeper than the decoder goes), BadRecordId for
+    a bad `record-id`."""
     if fmt == "capture":
         try:
             cap = capture_line_decoder.decode(raw)
         except RecursionError:  # the worker's words for the same line, read as native
             raise msgspec.DecodeError("JSON nested too deeply to decode") from None
-        return Line(bytes(cap.msg), cap.origin, cap.t)
-    return Line(raw)
+        rid = record_id(cap.record_id) if cap.record_id is not None else None
+        return Line(bytes(cap.msg), cap.origin, cap.t), rid
+    return Line(raw, None), None  # as a raw record without an `origin` header
 
 
 class Replayer:
@@ -98,6 +115,8 @@ class Replayer:
         self.translator: Translator[Any] = get(provider)
         self.include_raw = include_raw
         self.sessions: dict[str, Session[Any]] = {}
+        # each session's producer marks, as the worker's SessionEntry.producers
+        self.producers: dict[str, dict[str, int]] = {}
         self.spool = MemorySpool()  # the open items' pending text and output
         self.topic = raw_topic(provider) if provider else ""
 
@@ -107,11 +126,16 @@ class Replayer:
         `time_ms` is a native line's capture time (the worker's `t` header)."""
         session = self.sessions.get(session_id) or new_session(self.translator)
         try:
-            line = parse_line(raw, fmt)
-        except CAPTURE_ERRORS as e:
+            line, rid = parse_capture(raw, fmt)
+        except (*CAPTURE_ERRORS, BadRecordId) as e:
             self.sessions[session_id] = msgspec.structs.replace(session, watermark=offset)
             return [], [self._dead(session_id, offset, raw, "MalformedCapture",
                                    f"not a capture line: {e}")]
+        if rid is not None:  # a copy of a line the session had is dropped, as the worker does
+            marks = self.producers.get(session_id, {})
+            if seen(marks, rid):
+                return [], []
+            self.producers[session_id] = advanced(marks, rid)
         if time_ms is not None and fmt == "native":
             line = Line(line.data, line.origin, time_ms)
         session, events, failures = translate_record(
@@ -119,7 +143,7 @@ class Replayer:
             include_raw=self.include_raw, spool=self.spool, cap=self.cap, hold=self.hold)
         self.sessions[session_id] = session
         dead = [self._dead(session_id, offset, f.data, type(f.error).__name__, str(f.error),
-                           origin=line.origin) for f in failures]
+                           origin=line.origin or msgspec.UNSET) for f in failures]
         return events, dead
 
     def forget(self, session_id: str) -> None:
@@ -127,6 +151,7 @@ class Replayer:
         chunks of its open items), so that translating many sessions one after the
         other keeps one session's state, not all of them."""
         self.sessions.pop(session_id, None)
+        self.producers.pop(session_id, None)
         self.spool.drop_session(session_id)
 
     def _dead(self, session_id: str, offset: int, data: bytes, cls: str, reason: str,

@@ -12,7 +12,8 @@ Headers: `origin: agent`; `t: 0`, no capture time: a transcript row carries its 
 (the adapters read it), and a time the shipper made up would differ between a live
 shipper and `canonflow import` of the same file, and with it the events' ids;
 `canonflow-ship: <shipper>:<batch>:<index>`, which a restarted shipper looks for
-(checkpoint). So a restarted shipper sends nothing twice and skips nothing, whether it
+(checkpoint); `record-id: ship:<shipper>:<n>`, n increasing over the shipper's records,
+so the worker translates a record once even if a produce retry sends it again. So a restarted shipper sends nothing twice and skips nothing, whether it
 stopped (SIGTERM: the batch in flight is delivered first) or was killed.
 
 Each poll costs one stat per followed file and one per directory on the FILES
@@ -51,9 +52,19 @@ from pipeline.transcripts.sources import (
     long_line_letter,
 )
 from topics.catalog import DEADLETTER_TOPIC, raw_topic
-from topics.records import HEADER_ORIGIN, HEADER_TIME, DeadLetter, encode_deadletter
+from topics.records import (
+    HEADER_ORIGIN,
+    HEADER_RECORD,
+    HEADER_TIME,
+    DeadLetter,
+    encode_deadletter,
+)
 
 HEADER_SHIP = "canonflow-ship"
+#: Record ids a batch spans: its i-th record's `record-id` is `ship:<shipper>:<batch *
+#: RECORDS_PER_BATCH + i>`, increasing over the shipper's records, as the worker's
+#: producer marks need. A batch holds fewer (BATCH_BYTES of lines, two bytes at least).
+RECORDS_PER_BATCH = 1 << 24
 #: The most one batch carries; a source with more is read on at once, without a pause.
 BATCH_BYTES = 8 * 1024 * 1024
 #: Seconds between attempts to reach a broker or find the topics.
@@ -255,11 +266,13 @@ class Shipper:
                                files=batch.files, dbs=batch.dbs)
             self._save()
         prefix = f"{st.shipper}:{number}:"
+        first = number * RECORDS_PER_BATCH  # the batch's records' ids (HEADER_RECORD)
         try:
             futures = [await producer.send(
                 topic, value, key=key.encode(), headers=[
                     (HEADER_ORIGIN, b"agent"), (HEADER_TIME, b"%d" % NO_TIME),
-                    (HEADER_SHIP, f"{prefix}{i}".encode())])
+                    (HEADER_SHIP, f"{prefix}{i}".encode()),
+                    (HEADER_RECORD, f"ship:{st.shipper}:{first + i}".encode())])
                 for i, (topic, key, value) in enumerate(batch.values)]
             delivered = await asyncio.gather(*futures)
         except Exception as e:  # noqa: BLE001 - a failed send: find out what arrived

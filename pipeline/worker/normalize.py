@@ -49,7 +49,18 @@ from topics.canonical import (
 from topics.catalog import EVENT_MAX_MESSAGE_BYTES, raw_topic
 from topics.chat import ChatError, encode_chat
 from topics.cloudevents import Header, Headers
-from topics.records import HEADER_ORIGIN, HEADER_TIME, DeadLetter, Origin, encode_deadletter
+from topics.records import (
+    HEADER_ORIGIN,
+    HEADER_RECORD,
+    HEADER_TIME,
+    BadRecordId,
+    DeadLetter,
+    Origin,
+    advanced,
+    encode_deadletter,
+    record_id,
+    seen,
+)
 from topics.sessions import SummaryState
 
 log = logging.getLogger(__name__)
@@ -83,13 +94,18 @@ class Output(msgspec.Struct, frozen=True):
 class SessionEntry(msgspec.Struct, Generic[S], array_like=True, frozen=True):
     """A session's table value: the translator's session and, when the chat
     projection runs, the chat projection's own state, the stall watch's (waits.Watch:
-    open requests, a stall said) and the session's summary (agents.sessions). One value,
+    open requests, a stall said), the session's summary (agents.sessions) and the marks
+    of the producers that sent it records (`producers`). One value,
     written once per batch, so they can never disagree after a crash."""
 
     session: Session[S]
     chat: Session[ChatState] | None = None
     watch: Watch | None = None
     summary: SummaryState | None = None
+    #: the last n of each producer stream that sent the session a record with a
+    #: `record-id` (topics.records.seen): one integer per stream, at most PRODUCERS_KEPT
+    #: streams. Last, as a field added to a stored array must be.
+    producers: dict[str, int] = {}
 
 
 #: The table value of a session closed for idleness while its summary is kept
@@ -162,14 +178,16 @@ class BadHeader(ValueError):
     """A header canonflow reads holds a value it cannot take."""
 
 
-def parse_headers(headers: Any) -> tuple[Origin, int | None]:
+def parse_headers(headers: Any) -> tuple[Origin | None, int | None]:
     """(origin, capture time ms) from Kafka headers given as a mapping or (k, v) pairs.
-    No `origin` header means the agent wrote it (DESIGN.md, raw records); one that is
-    neither `agent` nor `client` raises BadHeader: taking a client's decision for the
-    agent's words invents requests, so such a record is dead-lettered, not guessed at.
-    A `t` that is not an integer is ignored (the Kafka timestamp stands in)."""
+    No `origin` header gives None: the translator reads who sent each message from the
+    message where its protocol says (Codex app-server, ACP: `origin_of`), and takes it
+    for the agent's elsewhere. An `origin` that is neither `agent` nor `client` raises
+    BadHeader: taking a client's decision for the agent's words invents requests, so
+    such a record is dead-lettered, not guessed at. A `t` that is not an integer is
+    ignored (the Kafka timestamp stands in)."""
     items: Iterable[tuple[str, Any]] = headers.items() if hasattr(headers, "items") else headers or ()
-    origin: Origin = "agent"
+    origin: Origin | None = None
     t: int | None = None
     for k, v in items:
         if isinstance(v, bytes):
@@ -187,6 +205,19 @@ def parse_headers(headers: Any) -> tuple[Origin, int | None]:
             except (TypeError, ValueError):
                 t = None
     return origin, t
+
+
+def parse_record_id(headers: Any) -> tuple[str, int] | None:
+    """(producer stream, n) of the `record-id` header (topics.records.record_id); None
+    without one. Raises BadHeader for a value that is not `<producer stream>:<n>`."""
+    items: Iterable[tuple[str, Any]] = headers.items() if hasattr(headers, "items") else headers or ()
+    for k, v in items:
+        if k == HEADER_RECORD:
+            try:
+                return record_id(v if isinstance(v, bytes | str) else str(v))
+            except BadRecordId as e:
+                raise BadHeader(str(e)) from None
+    return None
 
 
 class Normalizer:
@@ -255,13 +286,15 @@ class Normalizer:
         fresh MemorySpool when None: enough for a session in one record)."""
         try:
             origin, t = parse_headers(headers)
+            rid = parse_record_id(headers)
         except BadHeader as e:
             return Output(None, [], [self._dead(key, partition, offset, UNSET, timestamp_ms,
                                                 str(e), "BadHeader", value or b"")])
         time_ms = t if t is not None else timestamp_ms
+        said: Origin | UnsetType = origin if origin is not None else UNSET  # what dead letters say
 
         def dead(reason: str, cls: str, data: bytes, line: int | None = None) -> bytes:
-            return self._dead(key, partition, offset, origin, time_ms, reason, cls, data, line)
+            return self._dead(key, partition, offset, said, time_ms, reason, cls, data, line)
 
         if not key:  # None or b"": records of every sandbox would merge into one session
             return Output(None, [], [dead("record has no key (the key must be the session id)",
@@ -282,6 +315,10 @@ class Normalizer:
             # State written by an incompatible version: keep the record, say why.
             return Output(None, [], [dead(f"stored session state cannot be read: {e}",
                                           "StateError", value)])
+        if rid is not None and seen(entry.producers, rid):
+            # a copy of a record the session had (a producer's retry): nothing happens,
+            # as for a record at or below the watermark
+            return Output(None, [], [])
         session = entry.session
         lines = [Line(data, origin, time_ms) for data in split_lines(value)]
         spool = spool if spool is not None else MemorySpool()
@@ -305,10 +342,11 @@ class Normalizer:
             watch = Watch(requests=requests) if requests else None
         elif stalled:
             new = msgspec.structs.replace(new, seq=session.seq)  # recovered at its next event
-        out = self._published(events, entry.chat, key, partition, offset, origin, time_ms, spool)
+        out = self._published(events, entry.chat, key, partition, offset, said, time_ms, spool)
         kept = summarize(entry.summary, out.shown) if self.summaries else None
+        producers = advanced(entry.producers, rid) if rid is not None else entry.producers
         return Output(
-            self._encode_state(SessionEntry(new, out.chat_state, watch, kept)),
+            self._encode_state(SessionEntry(new, out.chat_state, watch, kept, producers)),
             out.records,
             [dead(str(f.error), self._error_class(f.error), f.data, f.line) for f in failures]
             + out.dead,
@@ -350,7 +388,8 @@ class Normalizer:
                       sinceMs=now_ms - waited_ms)
         new = msgspec.structs.replace(session, seq=session.seq + 1)
         return session.partition, Output(
-            self._encode_state(SessionEntry(new, out.chat_state, watch, kept)),
+            self._encode_state(SessionEntry(new, out.chat_state, watch, kept,
+                                            entry.producers)),
             out.records, out.dead, chat=out.chat, record_headers=out.record_headers,
             chat_headers=out.chat_headers,
             summary=(kept, out.shown[-1], False) if kept is not None else None)
@@ -388,7 +427,7 @@ class Normalizer:
         return f"InternalError.adapter.{error.cause}"
 
     def _published(self, events: list[Any], chat_state: Session[ChatState] | None,
-                   key: bytes, partition: int, offset: int, origin: Origin,
+                   key: bytes, partition: int, offset: int, origin: Origin | UnsetType,
                    time_ms: int | None, spool: Spool) -> _Published:
         """Encode (and redact) `events`, with their CloudEvents headers, and project them
         onto the chat view: canonical records, chat records, dead letters, the new chat
@@ -438,7 +477,8 @@ class Normalizer:
         return out
 
     def _fitting(self, published: tuple[bytes, Any], key: bytes, partition: int, offset: int,
-                 origin: Origin, time_ms: int | None, dead: list[bytes]) -> tuple[bytes, Any]:
+                 origin: Origin | UnsetType, time_ms: int | None, dead: list[bytes]
+                 ) -> tuple[bytes, Any]:
         """A published event that fits agents.canonical (max_event_bytes), else a
         runtime.warning in its place (same envelope: its seq stays gapless, its eventId
         stays deterministic) and the event itself dead-lettered: a record the cluster

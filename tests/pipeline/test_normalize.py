@@ -90,7 +90,7 @@ def test_a_dead_letter_larger_than_the_cluster_takes_keeps_the_first_bytes_size_
 
 def test_headers_give_origin_and_capture_time():
     assert parse_headers([("origin", b"client"), ("t", b"1700000000123")]) == ("client", 1700000000123)
-    assert parse_headers({"t": b"nope"}) == ("agent", None)
+    assert parse_headers({"t": b"nope"}) == (None, None)  # no origin: the message says
     out = Normalizer("codex-exec").process(None, b"s", b'{"type":"turn.started"}', partition=0,
                                            offset=0, headers=[("t", b"1700000000123")])
     assert json.loads(out.records[0])["createdAt"] == "2023-11-14T22:13:20.123Z"

@@ -51,7 +51,7 @@ def test_a_file_is_read_as_its_records_are_taken(tmp_path: Path):
     path.write_bytes(b"".join(b'{"type":"x","n":%d}\n' % n for n in range(3 * IN_FLIGHT)))
     records = iter_records(str(path), "native")
     first = next(records)
-    assert first.value == b'{"type":"x","n":0}' and first.origin == "agent"
+    assert first.value == b'{"type":"x","n":0}' and first.origin is None  # native: no header
     with open(path, "ab") as fh:
         fh.write(b'{"type":"x","n":"late"}\n')
     rest = list(records)
