@@ -69,7 +69,7 @@ Rewritten files. A file rewritten (compacted, its history edited, truncated and
 written again) is sent again from its start; its rows already translated are dropped,
 however far back, by a high-water mark of the rows' times (State.mark,
 adapters.core.resent): a row stamped more than SKEW_MS before the latest row translated
-is old, one within SKEW_MS of it is old if its `uuid` (its bytes, for a row without
+is old, one within SKEW_MS of it is old if its `uuid` (its content, for a row without
 one) is among the 32 last translated there, a later one is new; a row without a time
 has the time of the row before it. The state keeps at most 66 integers for it, whatever
 the file's length. It relies on Claude Code writing its rows in time order, to SKEW_MS
@@ -150,7 +150,7 @@ def translate(state: State, msg: Message, out: Emitter) -> State:
     uuid = obj.get("uuid")
     old, mark = resent(state.mark, when if when is not None else
                        state.mark.last if state.mark.last >= 0 else None,
-                       uuid.encode() if isinstance(uuid, str) else msg.data, SKEW_MS)
+                       uuid if isinstance(uuid, str) else None, obj, SKEW_MS)
     if mark is not state.mark:
         state = _replace(state, mark=mark)
     if old:

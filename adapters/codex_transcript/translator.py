@@ -53,8 +53,8 @@ sent again from its start; its lines already translated are dropped, however far
 by a high-water mark (adapters.core.resent): a line whose `ordinal` is at or below the
 greatest translated (State.ordinals) and whose time is not after the latest translated
 is old. Lines without an ordinal (0.137) are placed by their times (State.times): older
-than SKEW_MS before the latest line translated, old; within SKEW_MS, old if their bytes
-are among the 32 last translated there; later, new. Both marks together keep at most 68
+than SKEW_MS before the latest line translated, old; within SKEW_MS, old if their
+content is among the 32 last translated there; later, new. Both marks together keep at most 68
 integers, whatever the rollout's length. They rely on what the rollouts here show:
 `ordinal` counts a rollout's lines from 0 and only grows, the timestamps never go back
 (lines written in the same millisecond share one), and a rewritten rollout keeps each
@@ -139,7 +139,7 @@ def translate(state: State, msg: Message, out: Emitter) -> State:
     ordinal = obj.get("ordinal")
     numbered: int | None = ordinal if isinstance(ordinal, int) \
         and not isinstance(ordinal, bool) else None
-    old, state = _resent(state, numbered, when, msg.data)
+    old, state = _resent(state, numbered, when, obj)
     if old:
         return state  # translated already: the rollout was rewritten ("Rewritten files")
     if when is not None:
@@ -154,7 +154,7 @@ def translate(state: State, msg: Message, out: Emitter) -> State:
     return state
 
 
-def _resent(state: State, ordinal: int | None, when: int | None, data: bytes
+def _resent(state: State, ordinal: int | None, when: int | None, obj: dict[str, Any]
             ) -> tuple[bool, State]:
     """(whether the line was translated already, the state with the marks after it):
     by its ordinal when it has one, else by its time ("Rewritten files")."""
@@ -171,7 +171,7 @@ def _resent(state: State, ordinal: int | None, when: int | None, data: bytes
             state = _replace(state, ordinals=ordinals, times=times)
         return old, state
     old, times = resent(times, when if when is not None else
-                        times.last if times.last >= 0 else None, data, SKEW_MS)
+                        times.last if times.last >= 0 else None, None, obj, SKEW_MS)
     return old, state if times is state.times else _replace(state, times=times)
 
 

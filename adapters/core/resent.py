@@ -20,36 +20,41 @@ its runtime's own order (HighWater), of bounded size:
   it writes later (0 for a counter; for times, lines written in the same millisecond
   and the small inversions a runtime makes).
 * In between, `near` decides: the digests of the lines translated with keys in that
-  window (their ids where they have one, else their bytes). A line found there is old;
-  any other line is new.
+  window (their ids where they have one, else their content: the decoded line encoded
+  again with sorted keys, so a line written again with other spacing or key order is
+  the same line). A line found there is old; any other line is new.
 
 Bound: `near` keeps at most NEAR_KEPT (key, digest) pairs, so a session's mark is at
 most 2 + 2 * NEAR_KEPT integers whatever its length. Past NEAR_KEPT lines within `skew`
 of the mark, the oldest of them, sent again, are translated again: a repeat, never a
 loss. A line is dropped only if its key says it was written before what was translated,
-or its id or bytes were translated within the window, so no new line is dropped as
+or its id or content was translated within the window, so no new line is dropped as
 long as the runtime's keys keep their promise (each adapter's header says which one
 it relies on).
 """
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
+
+import msgspec
 
 from adapters.core.contract import HighWater
 from adapters.core.ids import message_digest
 
 #: (key, digest) pairs a mark keeps of the lines near it (HighWater.near).
 NEAR_KEPT: Final = 32
+_sorted_json: Final = msgspec.json.Encoder(order="sorted").encode
 
 
-def resent(mark: HighWater, key: int | None, ident: bytes, skew: int
-           ) -> tuple[bool, HighWater]:
+def resent(mark: HighWater, key: int | None, ident: str | None, obj: dict[str, Any],
+           skew: int) -> tuple[bool, HighWater]:
     """(whether the line was translated already, the mark once it is).
 
     `key` is the line's key (None: a line the mark cannot place, always new and not
-    recorded), `ident` what tells it from the lines beside it (its runtime id, else its
-    bytes), `skew` the runtime's inversion bound (module docstring). Raises nothing."""
+    recorded), `ident` the runtime's id of the line (None: its content tells it from the
+    lines beside it), `obj` the decoded line, `skew` the runtime's inversion bound
+    (module docstring). Raises nothing."""
     if key is None:
         return False, mark
     top = mark.key
@@ -58,7 +63,8 @@ def resent(mark: HighWater, key: int | None, ident: bytes, skew: int
                                                              near=mark.near)
     if key > top and skew == 0:
         return False, HighWater(key=key, last=key)
-    digest = message_digest(ident)
+    digest = message_digest(ident.encode() if ident is not None
+                            else _sorted_json(obj))
     near = mark.near
     if key <= top:
         for i in range(1, len(near), 2):

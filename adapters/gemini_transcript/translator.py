@@ -48,8 +48,8 @@ again from its start; its records already translated are dropped, however far ba
 a high-water mark of the records' own times (State.mark, adapters.core.resent: a
 message's `timestamp`, a `$set`'s `lastUpdated`, a header's `startTime`; a record
 without one has the time of the record before it): older than SKEW_MS before the latest
-record translated, old; within SKEW_MS, old if its id (its bytes, for a record without
-one) is among the 32 last translated there; later, new. A message of the open turn
+record translated, old; within SKEW_MS, old if its id (its content, for a record
+without one) is among the 32 last translated there; later, new. A message of the open turn
 passes either way: it is the one record the CLI writes again under its old time (its
 tool calls finished, its tokens came), and `_on_gemini` keeps only what a write adds.
 The mark is at most 66 integers, whatever the file's length. It relies on what the
@@ -143,7 +143,7 @@ def translate(state: State, msg: Message, out: Emitter) -> State:
     """Apply one record. Raises MalformedRecord for a line that is no chat record or a
     known record of the wrong shape."""
     obj = msg.obj
-    old, state = _resent(state, obj, msg.data)
+    old, state = _resent(state, obj)
     if old:
         out.native_type = "resent"
         return state  # translated already: the file was rewritten ("Rewritten files")
@@ -180,7 +180,7 @@ def translate(state: State, msg: Message, out: Emitter) -> State:
     raise MalformedRecord("not a Gemini CLI chat record: no header, message, $set or $rewindTo")
 
 
-def _resent(state: State, obj: dict[str, Any], data: bytes) -> tuple[bool, State]:
+def _resent(state: State, obj: dict[str, Any]) -> tuple[bool, State]:
     """(whether the record was translated already, the state with the mark after it):
     placed by its own time, a message's id telling it from the records near it
     ("Rewritten files"). A message of the open turn is never old here: its writes are
@@ -191,9 +191,9 @@ def _resent(state: State, obj: dict[str, Any], data: bytes) -> tuple[bool, State
     when = iso_to_ms(stamp)
     mark = state.mark
     mid = obj.get("id")
-    ident = mid.encode() if isinstance(mid, str) and "type" in obj else data
+    ident = mid if isinstance(mid, str) and "type" in obj else None
     old, mark = resent(mark, when if when is not None else
-                       mark.last if mark.last >= 0 else None, ident, SKEW_MS)
+                       mark.last if mark.last >= 0 else None, ident, obj, SKEW_MS)
     if old and isinstance(mid, str) and (mid == state.turn or mid in state.seen):
         old = False
     return old, state if mark is state.mark else _replace(state, mark=mark)

@@ -103,7 +103,7 @@ def translate(state: State, msg: Message, out: Emitter) -> State:
         return state
     seq = row.get("seq")
     old, mark = resent(state.mark, seq if isinstance(seq, int) and not isinstance(seq, bool)
-                       else None, b"", 0)
+                       else None, None, row, 0)
     if old:
         out.native_type = "event"
         return state  # translated already: the rows were sent again ("Rewritten databases")
