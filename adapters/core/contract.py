@@ -106,8 +106,8 @@ class HighWater(Stored, frozen=True, kw_only=True):
 
     key: int = -1  # the greatest key translated (-1: none yet)
     last: int = -1  # the key of the last line seen: a line without its own key has it
-    #: (key, digest) pairs, flat and oldest first, of the lines translated with keys
-    #: above `key - skew`: at most resent.NEAR_KEPT pairs
+    #: (how far below `key`, digest) pairs, flat and oldest first, of the lines
+    #: translated with keys above `key - skew`: at most resent.NEAR_KEPT pairs
     near: tuple[int, ...] = ()
 
 

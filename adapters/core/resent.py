@@ -24,8 +24,9 @@ its runtime's own order (HighWater), of bounded size:
   again with sorted keys, so a line written again with other spacing or key order is
   the same line). A line found there is old; any other line is new.
 
-Bound: `near` keeps at most NEAR_KEPT (key, digest) pairs, so a session's mark is at
-most 2 + 2 * NEAR_KEPT integers whatever its length. Past NEAR_KEPT lines within `skew`
+Bound: `near` keeps at most NEAR_KEPT pairs of a distance below `key` (under `skew`)
+and a 62-bit digest, so a session's mark is at most 2 + 2 * NEAR_KEPT integers, about
+400 bytes as the table stores it, whatever the session's length. Past NEAR_KEPT lines within `skew`
 of the mark, the oldest of them, sent again, are translated again: a repeat, never a
 loss. A line is dropped only if its key says it was written before what was translated,
 or its id or content was translated within the window, so no new line is dropped as
@@ -71,9 +72,12 @@ def resent(mark: HighWater, key: int | None, ident: str | None, obj: dict[str, A
             if near[i] == digest:
                 return True, mark if mark.last == key else HighWater(key=top, last=key,
                                                                      near=near)
-    top = max(top, key)
-    floor = top - skew
-    kept = [x for i in range(0, len(near), 2) if near[i] > floor
-            for x in (near[i], near[i + 1])]
-    kept += (key, digest)
-    return False, HighWater(key=top, last=key, near=tuple(kept[-2 * NEAR_KEPT:]))
+    high = max(top, key)
+    shift = high - top  # the pairs' distances are from the mark's key: they move with it
+    kept: list[int] = []
+    for i in range(0, len(near), 2):
+        behind = near[i] + shift
+        if behind < skew:
+            kept += (behind, near[i + 1])
+    kept += (high - key, digest)
+    return False, HighWater(key=high, last=key, near=tuple(kept[-2 * NEAR_KEPT:]))
