@@ -70,7 +70,7 @@ written again) is sent again from its start; its rows already translated are dro
 however far back, by a high-water mark of the rows' times (State.mark,
 adapters.core.resent): a row stamped more than SKEW_MS before the latest row translated
 is old, one within SKEW_MS of it is old if its `uuid` (its content, for a row without
-one) is among the 32 last translated there, a later one is new; a row without a time
+one) is among the 32 kept there, a later one is new; a row without a time
 has the time of the row before it. The state keeps at most 66 integers for it, whatever
 the file's length. It relies on Claude Code writing its rows in time order, to SKEW_MS
 (2.1.332 writes a prompt's attachments, stamped up to 16 ms before the prompt's row,

@@ -54,7 +54,7 @@ by a high-water mark (adapters.core.resent): a line whose `ordinal` is at or bel
 greatest translated (State.ordinals) and whose time is not after the latest translated
 is old. Lines without an ordinal (0.137) are placed by their times (State.times): older
 than SKEW_MS before the latest line translated, old; within SKEW_MS, old if their
-content is among the 32 last translated there; later, new. Both marks together keep at most 68
+content is among the 32 kept there; later, new. Both marks together keep at most 68
 integers, whatever the rollout's length. They rely on what the rollouts here show:
 `ordinal` counts a rollout's lines from 0 and only grows, the timestamps never go back
 (lines written in the same millisecond share one), and a rewritten rollout keeps each

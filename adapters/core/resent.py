@@ -25,13 +25,14 @@ its runtime's own order (HighWater), of bounded size:
   the same line). A line found there is old; any other line is new.
 
 Bound: `near` keeps at most NEAR_KEPT pairs of a distance below `key` (under `skew`)
-and a 62-bit digest, so a session's mark is at most 2 + 2 * NEAR_KEPT integers, about
-400 bytes as the table stores it, whatever the session's length. Past NEAR_KEPT lines within `skew`
-of the mark, the oldest of them, sent again, are translated again: a repeat, never a
-loss. A line is dropped only if its key says it was written before what was translated,
-or its id or content was translated within the window, so no new line is dropped as
-long as the runtime's keys keep their promise (each adapter's header says which one
-it relies on).
+and a 62-bit digest, so a session's mark is at most 2 + 2 * NEAR_KEPT integers (about
+400 bytes as the table stores it), whatever the session's length. When `near` is full,
+the line farthest below the mark makes room: past NEAR_KEPT lines within `skew` of the
+mark, those it let go, sent again, are translated again (a repeat, never a loss).
+A line is dropped only if its key says it was written before what was translated, or
+its id or content was translated within the window, so no new line is dropped as long
+as the runtime's keys keep their promise (each adapter's header says which one it
+relies on).
 """
 
 from __future__ import annotations
@@ -80,4 +81,10 @@ def resent(mark: HighWater, key: int | None, ident: str | None, obj: dict[str, A
         if behind < skew:
             kept += (behind, near[i + 1])
     kept += (high - key, digest)
-    return False, HighWater(key=high, last=key, near=tuple(kept[-2 * NEAR_KEPT:]))
+    if len(kept) > 2 * NEAR_KEPT:
+        # full: the line farthest below the mark goes, the last to come among equals.
+        # So an old line sent again that the mark had let go, translated again, goes
+        # again itself: it never pushes out the next old line (and that one the next).
+        far = max(range(0, len(kept), 2), key=lambda i: (kept[i], i))
+        del kept[far:far + 2]
+    return False, HighWater(key=high, last=key, near=tuple(kept))

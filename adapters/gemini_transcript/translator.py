@@ -49,7 +49,7 @@ a high-water mark of the records' own times (State.mark, adapters.core.resent: a
 message's `timestamp`, a `$set`'s `lastUpdated`, a header's `startTime`; a record
 without one has the time of the record before it): older than SKEW_MS before the latest
 record translated, old; within SKEW_MS, old if its id (its content, for a record
-without one) is among the 32 last translated there; later, new. A message of the open turn
+without one) is among the 32 kept there; later, new. A message of the open turn
 passes either way: it is the one record the CLI writes again under its old time (its
 tool calls finished, its tokens came), and `_on_gemini` keeps only what a write adds.
 The mark is at most 66 integers, whatever the file's length. It relies on what the

@@ -19,13 +19,17 @@ from typing import Any
 
 import msgspec
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from adapters import Line, MemorySpool, Session, get, new_session, translate_record
-from adapters.core.resent import NEAR_KEPT
+from adapters.core.contract import HighWater
+from adapters.core.resent import NEAR_KEPT, resent
 from tests.adapters.harness import events_of, read_native
 from topics.canonical import encode_event
 
 ONDISK = Path(__file__).resolve().parents[1] / "fixtures" / "ondisk"
+SKEW = 2_000  # the skew of the adapters that place lines by their times
 
 
 def feed(provider: str, session: Session[Any], sid: str, lines: list[Line], start: int,
@@ -217,3 +221,43 @@ def test_more_rows_near_the_mark_than_it_keeps_are_never_dropped():
     _, got = sent_twice("claude-transcript", SID, lines, lines + more)
     assert deltas(got) == [f"answer {k}" for k in range(5)] + ["answer 4"] + [
         f"answer {k}" for k in range(5, 8)]
+
+
+# ---- the mark alone: any file its runtime could write ----------------------------
+
+
+@given(steps=st.lists(st.tuples(st.integers(-SKEW + 1, SKEW // 40), st.booleans()),
+                      min_size=1, max_size=120),
+       cut=st.integers(0, 120))
+@settings(max_examples=300, deadline=None)
+@example(steps=[(0, True)] * 60, cut=50)  # more lines in one millisecond than it keeps
+@example(steps=[(0, n % 2 == 0) for n in range(80)], cut=70)
+def test_the_mark_drops_no_new_line_and_every_old_one_it_keeps(
+        steps: list[tuple[int, bool]], cut: int):
+    """Lines stamped up to SKEW - 1 before the latest one (the runtime's promise), some
+    with an id, some without: fed once, none is dropped; fed in part then whole again,
+    no new line is dropped and an old one passes only past NEAR_KEPT lines near the
+    mark."""
+    lines, high = [], 0
+    for n, (step, has_id) in enumerate(steps):
+        key = max(high + step, 0)
+        high = max(high, key)
+        lines.append((key, f"id-{n}" if has_id else None, {"n": n}))
+    mark = HighWater()
+    for key, ident, obj in lines:
+        old, mark = resent(mark, key, ident, obj, SKEW)
+        assert not old
+        assert len(mark.near) <= 2 * NEAR_KEPT
+    cut = min(cut, len(lines))
+    mark = HighWater()
+    for key, ident, obj in lines[:cut]:
+        mark = resent(mark, key, ident, obj, SKEW)[1]
+    near = sum(1 for key, _, _ in lines[:cut] if key > mark.key - SKEW)
+    passed = []
+    for n, (key, ident, obj) in enumerate(lines):
+        old, mark = resent(mark, key, ident, obj, SKEW)
+        if not old:
+            passed.append(n)
+    again = [n for n in passed if n < cut]
+    assert passed[len(again):] == list(range(cut, len(lines)))  # every new line, once
+    assert len(again) <= max(0, near - NEAR_KEPT)  # old lines past what the mark keeps
