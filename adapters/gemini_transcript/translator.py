@@ -145,7 +145,9 @@ def translate(state: State, msg: Message, out: Emitter) -> State:
     obj = msg.obj
     old, state = _resent(state, obj)
     if old:
-        out.native_type = "resent"
+        kind = obj.get("type")
+        out.native_type = kind if isinstance(kind, str) else next(
+            (k for k in obj if k.startswith("$")), "header")
         return state  # translated already: the file was rewritten ("Rewritten files")
     if "$set" in obj:
         out.native_type = "$set"

@@ -35,11 +35,12 @@ row with the part's whole state, and the bus translator emits only what it adds 
 text part's new suffix, a tool's next state; a closed part's re-sends nothing). A row
 sent again is dropped by its `evt_` id (message_id).
 
-Rewritten databases. A database replaced or rewritten has its sessions' rows sent again
-from their start; the rows already translated are dropped, however far back, by the
+Rewritten databases. A database replaced by another file has every row of its sessions
+sent again; the rows already translated are dropped, however far back, by the
 greatest `seq` translated (State.mark, adapters.core.resent: one integer, whatever the
 session's length). It relies on the `event` table's contract: `seq` counts a session's
 events from 0 without gaps, and a new event always gets the next one.
+
 Rows of other tables are not read (`sources.TABLES`): one is a runtime.warning.
 """
 
