@@ -82,7 +82,7 @@ from adapters.codex_transcript.state import State
 from adapters.core.contract import HighWater, MalformedRecord, Message
 from adapters.core.emitter import UNSET, Emitter
 from adapters.core.emitter import replace as _replace
-from adapters.core.resent import resent
+from adapters.core.resent import raised, resent
 from topics.canonical import (
     ProviderRefs,
     SessionConfigured,
@@ -166,8 +166,8 @@ def _resent(state: State, ordinal: int | None, when: int | None, obj: dict[str, 
         old = ordinal <= ordinals.key and (when is None or when <= times.key)
         if not old:
             ordinals = HighWater(key=max(ordinal, ordinals.key), last=ordinal)
-            if when is not None and when > times.key:
-                times = HighWater(key=when, last=when, near=times.near)
+            if when is not None:
+                times = raised(times, when, SKEW_MS)
             state = _replace(state, ordinals=ordinals, times=times)
         return old, state
     old, times = resent(times, when if when is not None else

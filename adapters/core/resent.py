@@ -88,3 +88,18 @@ def resent(mark: HighWater, key: int | None, ident: str | None, obj: dict[str, A
         far = max(range(0, len(kept), 2), key=lambda i: (kept[i], i))
         del kept[far:far + 2]
     return False, HighWater(key=high, last=key, near=tuple(kept))
+
+
+def raised(mark: HighWater, key: int, skew: int) -> HighWater:
+    """The mark once a line at `key` was translated that another mark placed (its key
+    at least `key`, its near lines as far below it as they were, `key` the last)."""
+    if key <= mark.key:
+        return mark if mark.last == key else HighWater(key=mark.key, last=key,
+                                                       near=mark.near)
+    shift = key - mark.key
+    near = mark.near
+    kept: list[int] = []
+    for i in range(0, len(near), 2):
+        if near[i] + shift < skew:
+            kept += (near[i] + shift, near[i + 1])
+    return HighWater(key=key, last=key, near=tuple(kept))
