@@ -23,7 +23,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from adapters import Line, MemorySpool, Session, get, new_session, translate_record
+from adapters.codex_transcript.translator import _resent
 from adapters.core.contract import HighWater
+from adapters.core.ids import iso_to_ms
 from adapters.core.resent import NEAR_KEPT, resent
 from tests.adapters.harness import events_of, read_native
 from topics.canonical import encode_event
@@ -261,3 +263,17 @@ def test_the_mark_drops_no_new_line_and_every_old_one_it_keeps(
     again = [n for n in passed if n < cut]
     assert passed[len(again):] == list(range(cut, len(lines)))  # every new line, once
     assert len(again) <= max(0, near - NEAR_KEPT)  # old lines past what the mark keeps
+
+
+def test_rollout_lines_numbered_again_from_zero_later_are_new():
+    """Were a resumed thread's ordinals to start again from 0, its lines come later:
+    an ordinal at or below the mark is old only if its time is not after the latest."""
+    sid, lines = codex("codex-app-server/multi_turn")
+    session, _ = sent_twice("codex-transcript", sid, lines, [])
+    state = session.state
+    for line in lines:
+        obj = json.loads(line.data)
+        when = iso_to_ms(obj["timestamp"])
+        assert when is not None
+        assert _resent(state, obj["ordinal"], when, obj)[0]  # the same line: old
+        assert not _resent(state, obj["ordinal"], when + 3_600_000, obj)[0]  # an hour on
