@@ -9,7 +9,7 @@ from __future__ import annotations
 import msgspec
 
 from adapters.claude.state import State as LiveState
-from adapters.core.contract import Stored
+from adapters.core.contract import HighWater, Stored
 
 
 class State(Stored, frozen=True, kw_only=True):
@@ -27,3 +27,6 @@ class State(Stored, frozen=True, kw_only=True):
     #: turn ends they cause are stamped with it, never with the record's time (a
     #: shipper sends none, so that would read 1970). Last: an added stored field.
     lastMs: int = 0
+    #: how far the file has been translated, by the rows' times (translator, "Rewritten
+    #: files"). Last, as a stored field added later must be.
+    mark: HighWater = HighWater()

@@ -68,6 +68,18 @@ Nor, where the comparison does not look: stream events (deltas), `system/init`, 
 result's text and duration, `system/thinking_tokens`; 2.1.44 keeps no partial message
 of an interrupted turn.
 
+Rewritten files. A file rewritten (compacted, its history edited, truncated and
+written again) is sent again from its start; its rows already translated are dropped,
+however far back, by a high-water mark of the rows' times (State.mark,
+adapters.core.resent): a row stamped more than SKEW_MS before the latest row translated
+is old, one within SKEW_MS of it is old if its `uuid` (its content, for a row without
+one) is among the 32 kept there, a later one is new; a row without a time
+has the time of the row before it. The state keeps at most 66 integers for it, whatever
+the file's length. It relies on Claude Code writing its rows in time order, to SKEW_MS
+(2.1.332 writes a prompt's attachments, stamped up to 16 ms before the prompt's row,
+after it; every other row is in order), and on a rewritten file keeping each row's
+uuid and time. A row changed under its uuid emits nothing: what was published stays.
+
 Rows ignored on purpose are IGNORED_REASONS; sidechain rows (`isSidechain`, a
 subagent's conversation in older releases) are skipped: the Task tool's result carries
 what the subagent answered, and no row names the tool call they belong to.
@@ -95,6 +107,7 @@ from adapters.core.contract import MalformedRecord, Message
 from adapters.core.emitter import UNSET, Emitter
 from adapters.core.emitter import replace as _replace
 from adapters.core.ids import iso_to_ms
+from adapters.core.resent import resent
 from topics.canonical import (
     Decision,
     RequestOpened,
@@ -116,6 +129,11 @@ from topics.records import Origin
 
 provider = "claude-transcript"
 raw_source = "claude.transcript"
+
+
+#: How much earlier than a row it wrote already Claude Code may stamp a row it writes
+#: later, in ms ("Rewritten files").
+SKEW_MS: Final = 2_000
 
 
 def message_id(obj: dict[str, Any], origin: str) -> str | None:
@@ -140,6 +158,15 @@ def translate(state: State, msg: Message, out: Emitter) -> State:
     if not isinstance(kind, str):
         raise MalformedRecord("claude transcript row without a string 'type'")
     out.native_type = kind
+    when = iso_to_ms(obj.get("timestamp"))
+    uuid = obj.get("uuid")
+    old, mark = resent(state.mark, when if when is not None else
+                       state.mark.last if state.mark.last >= 0 else None,
+                       uuid if isinstance(uuid, str) else None, obj, SKEW_MS)
+    if mark is not state.mark:
+        state = _replace(state, mark=mark)
+    if old:
+        return state  # translated already: the file was rewritten ("Rewritten files")
     if obj.get("isSidechain") is True:
         return state  # a subagent's row (module docstring)
     if state.lastMs:
@@ -152,7 +179,6 @@ def translate(state: State, msg: Message, out: Emitter) -> State:
         # written as Claude Code exits: a turn still open was cut short (max turns, a
         # budget), and nothing more of it will come
         state = _end(state, out, "failed", errorMessage=_EXITED, **_cost_fields(obj))
-    when = iso_to_ms(obj.get("timestamp"))
     if when is not None:
         out.set_clock(when)
         state = _replace(state, lastMs=when)

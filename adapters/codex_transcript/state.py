@@ -8,14 +8,15 @@ from __future__ import annotations
 from typing import Any
 
 from adapters.codex.state import State as LiveState
-from adapters.core.contract import Stored
+from adapters.core.contract import HighWater, Stored
 
 
 class State(Stored, frozen=True, kw_only=True):
     """Bounded: `calls` holds the open tool calls of the open turn only (dropped when
     their output or the turn's end comes), `kinds` at most the handful of item types
-    Codex has, `done` a short ring of ids; no text is kept (the live state's streams
-    hold none either)."""
+    Codex has, `done` a short ring of ids, `ordinals` and `times` a bounded mark each
+    (adapters.core.resent); no text is kept (the live state's streams hold none
+    either)."""
 
     #: the app-server translator's state (adapters.codex), fed the v2 notifications
     #: the rollout's lines amount to
@@ -32,3 +33,8 @@ class State(Stored, frozen=True, kw_only=True):
     kinds: tuple[str, ...] = ()
     #: the last items completed (translator._DONE_KEPT): one completed again adds nothing
     done: tuple[str, ...] = ()
+    #: the greatest `ordinal` translated (translator, "Rewritten files"; `key` only)
+    ordinals: HighWater = HighWater()
+    #: how far the lines without an ordinal were translated, by their times (`key`: the
+    #: latest time of any line translated)
+    times: HighWater = HighWater()

@@ -43,10 +43,22 @@ Tricky parts
   already seen as `item_completed` is skipped (State.kinds).
 * Items the legacy events carry no id for are named after their line (`ordinal`, else
   the count of lines read): the same file always gives the same ids.
-* Repeated ids: Codex appends to a rollout and never rewrites it (a resumed thread
-  appends its new turns). A line sent again is dropped by its `ordinal` (message_id); an
-  item completed again (its id among the last completed, State.done) emits nothing: what
-  was published stays published, and no text is said twice.
+* Repeated ids: Codex appends to a rollout (a resumed thread appends its new turns). A
+  line sent again right after is dropped by its `ordinal` (message_id); an item
+  completed again (its id among the last completed, State.done) emits nothing: what was
+  published stays published, and no text is said twice.
+
+Rewritten files. A rollout rewritten (compacted, edited, truncated and written again) is
+sent again from its start; its lines already translated are dropped, however far back,
+by a high-water mark (adapters.core.resent): a line whose `ordinal` is at or below the
+greatest translated (State.ordinals) and whose time is not after the latest translated
+is old. Lines without an ordinal (0.137) are placed by their times (State.times): older
+than SKEW_MS before the latest line translated, old; within SKEW_MS, old if their
+content is among the 32 kept there; later, new. Both marks together keep at most 68
+integers, whatever the rollout's length. They rely on what the rollouts here show:
+`ordinal` counts a rollout's lines from 0 and only grows, the timestamps never go back
+(lines written in the same millisecond share one), and a rewritten rollout keeps each
+line's ordinal and time. A line changed under its ordinal emits nothing.
 """
 
 from __future__ import annotations
@@ -67,9 +79,10 @@ from adapters.codex_transcript.items import (
     v2_item,
 )
 from adapters.codex_transcript.state import State
-from adapters.core.contract import MalformedRecord, Message
+from adapters.core.contract import HighWater, MalformedRecord, Message
 from adapters.core.emitter import UNSET, Emitter
 from adapters.core.emitter import replace as _replace
+from adapters.core.resent import raised, resent
 from topics.canonical import (
     ProviderRefs,
     SessionConfigured,
@@ -96,6 +109,9 @@ def initial() -> State:
 
 _Handler = Callable[[State, dict[str, Any], int, Emitter], State]
 _DONE_KEPT: Final = 32  # completed item ids remembered (State.done)
+#: How much earlier than a line it wrote already Codex may stamp a line it writes later,
+#: in ms, for the lines without an ordinal ("Rewritten files").
+SKEW_MS: Final = 2_000
 
 
 def translate(state: State, msg: Message, out: Emitter) -> State:
@@ -119,10 +135,16 @@ def translate(state: State, msg: Message, out: Emitter) -> State:
     if handler is not None and not isinstance(payload, dict):
         raise MalformedRecord(f"rollout {native} line without an object 'payload'")
     stamp = obj.get("timestamp")
-    if isinstance(stamp, str):
-        out.set_clock(_time_ms(stamp))
+    when = _time_ms(stamp) if isinstance(stamp, str) else None
     ordinal = obj.get("ordinal")
-    n = ordinal if isinstance(ordinal, int) and not isinstance(ordinal, bool) else state.lines
+    numbered: int | None = ordinal if isinstance(ordinal, int) \
+        and not isinstance(ordinal, bool) else None
+    old, state = _resent(state, numbered, when, obj)
+    if old:
+        return state  # translated already: the rollout was rewritten ("Rewritten files")
+    if when is not None:
+        out.set_clock(when)
+    n = numbered if numbered is not None else state.lines
     state = _replace(state, lines=state.lines + 1)
     if handler is not None:
         assert isinstance(payload, dict)
@@ -130,6 +152,27 @@ def translate(state: State, msg: Message, out: Emitter) -> State:
     if native not in IGNORED:
         out.unknown(native, thread=out.id("thr", _thread(state, out)))
     return state
+
+
+def _resent(state: State, ordinal: int | None, when: int | None, obj: dict[str, Any]
+            ) -> tuple[bool, State]:
+    """(whether the line was translated already, the state with the marks after it):
+    by its ordinal when it has one, else by its time ("Rewritten files")."""
+    times = state.times
+    if ordinal is not None:
+        ordinals = state.ordinals
+        # an ordinal at or below the mark is old if its time is too: a counter that
+        # started again (lines written later) can never drop a new line
+        old = ordinal <= ordinals.key and (when is None or when <= times.key)
+        if not old:
+            ordinals = HighWater(key=max(ordinal, ordinals.key), last=ordinal)
+            if when is not None:
+                times = raised(times, when, SKEW_MS)
+            state = _replace(state, ordinals=ordinals, times=times)
+        return old, state
+    old, times = resent(times, when if when is not None else
+                        times.last if times.last >= 0 else None, None, obj, SKEW_MS)
+    return old, state if times is state.times else _replace(state, times=times)
 
 
 def _time_ms(stamp: str) -> int:

@@ -107,6 +107,17 @@ class Held(Stored, frozen=True, kw_only=True):
     parentAgent: str | None = None
 
 
+class HighWater(Stored, frozen=True, kw_only=True):
+    """How far a transcript session has been translated, in its runtime's own order
+    (adapters.core.resent): a bounded mark, never a list of every line."""
+
+    key: int = -1  # the greatest key translated (-1: none yet)
+    last: int = -1  # the key of the last line seen: a line without its own key has it
+    #: (how far below `key`, digest) pairs, flat and oldest first, of the lines
+    #: translated with keys above `key - skew`: at most resent.NEAR_KEPT pairs
+    near: tuple[int, ...] = ()
+
+
 class Session(Stored, Generic[S], frozen=True, kw_only=True):
     """Per-session bookkeeping shared by every provider, around the adapter state.
 

@@ -6,7 +6,7 @@ the class keywords (frozen, kw_only) these msgspec structs are declared with."""
 
 from __future__ import annotations
 
-from adapters.core.contract import Stored
+from adapters.core.contract import HighWater, Stored
 from adapters.gemini.state import Tool
 
 
@@ -29,3 +29,6 @@ class State(Stored, frozen=True, kw_only=True):
     tools: dict[str, Tool] = {}  # tool calls started, not completed yet, by id
     done: tuple[str, ...] = ()  # tool calls completed in the open turn
     usage: dict[str, int] = {}  # the turn's `tokens`, summed over its messages
+    #: how far the file has been translated, by its records' times (translator,
+    #: "Rewritten files"). Last, as a stored field added later must be.
+    mark: HighWater = HighWater()

@@ -43,6 +43,19 @@ text, and every message a `$set` or `$rewindTo` restates or rewrites, emit nothi
 `$set` of messages that drops the open turn's prompt is the CLI rolling that turn back
 (its only trace of an error or a cancellation): the turn ends as failed, saying so.
 
+Rewritten files. A file rewritten (compacted, truncated and written again) is sent
+again from its start; its records already translated are dropped, however far back, by
+a high-water mark of the records' own times (State.mark, adapters.core.resent: a
+message's `timestamp`, a `$set`'s `lastUpdated`, a header's `startTime`; a record
+without one has the time of the record before it): older than SKEW_MS before the latest
+record translated, old; within SKEW_MS, old if its id (its content, for a record
+without one) is among the 32 kept there; later, new. A message of the open turn
+passes either way: it is the one record the CLI writes again under its old time (its
+tool calls finished, its tokens came), and `_on_gemini` keeps only what a write adds.
+The mark is at most 66 integers, whatever the file's length. It relies on what the
+files here show: the CLI writes its records in time order (a message written again
+aside), and a rewritten file keeps each record's id and time.
+
 Turns. Nothing in the file says a turn ended: a message with text and no tool calls is
 written before its tool calls are (then written again with them), so no record shows
 the last. A turn ends at the next prompt (completed), at a roll-back (failed), at a
@@ -69,6 +82,7 @@ from adapters.core.contract import MalformedRecord, Message
 from adapters.core.emitter import UNSET, Emitter
 from adapters.core.emitter import replace as _replace
 from adapters.core.ids import iso_to_ms
+from adapters.core.resent import resent
 from adapters.core.shape import native_list
 from adapters.core.tools import normalize_tool_name
 from adapters.gemini import translator as gemini
@@ -106,6 +120,11 @@ provider = "gemini-transcript"
 raw_source = "gemini.chat"
 
 
+#: How much earlier than a record it wrote already Gemini CLI may stamp a record it
+#: writes later, in ms ("Rewritten files").
+SKEW_MS: Final = 2_000
+
+
 def message_id(obj: dict[str, Any], origin: str) -> str | None:
     """A message record's `id` (a rewrite repeats it with other bytes: the driver drops
     only a line whose id and bytes were both seen)."""
@@ -124,6 +143,12 @@ def translate(state: State, msg: Message, out: Emitter) -> State:
     """Apply one record. Raises MalformedRecord for a line that is no chat record or a
     known record of the wrong shape."""
     obj = msg.obj
+    old, state = _resent(state, obj)
+    if old:
+        kind = obj.get("type")
+        out.native_type = kind if isinstance(kind, str) else next(
+            (k for k in obj if k.startswith("$")), "header")
+        return state  # translated already: the file was rewritten ("Rewritten files")
     if "$set" in obj:
         out.native_type = "$set"
         return _on_set(state, obj, out)
@@ -155,6 +180,25 @@ def translate(state: State, msg: Message, out: Emitter) -> State:
         out.unknown(key, thread=_thread(state, out), turn=_turn(state, out))
         return state
     raise MalformedRecord("not a Gemini CLI chat record: no header, message, $set or $rewindTo")
+
+
+def _resent(state: State, obj: dict[str, Any]) -> tuple[bool, State]:
+    """(whether the record was translated already, the state with the mark after it):
+    placed by its own time, a message's id telling it from the records near it
+    ("Rewritten files"). A message of the open turn is never old here: its writes are
+    told apart by `_on_gemini`, which keeps what each one added."""
+    patch = obj.get("$set")
+    stamp = obj.get("timestamp") if "type" in obj else \
+        patch.get("lastUpdated") if isinstance(patch, dict) else obj.get("startTime")
+    when = iso_to_ms(stamp)
+    mark = state.mark
+    mid = obj.get("id")
+    ident = mid if isinstance(mid, str) and "type" in obj else None
+    old, mark = resent(mark, when if when is not None else
+                       mark.last if mark.last >= 0 else None, ident, obj, SKEW_MS)
+    if old and isinstance(mid, str) and (mid == state.turn or mid in state.seen):
+        old = False
+    return old, state if mark is state.mark else _replace(state, mark=mark)
 
 
 # ---- envelope helpers ------------------------------------------------------------

@@ -34,6 +34,13 @@ rows in place, which is why they are not read); a part updated again is a new ev
 row with the part's whole state, and the bus translator emits only what it adds (a
 text part's new suffix, a tool's next state; a closed part's re-sends nothing). A row
 sent again is dropped by its `evt_` id (message_id).
+
+Rewritten databases. A database replaced by another file has every row of its sessions
+sent again; the rows already translated are dropped, however far back, by the
+greatest `seq` translated (State.mark, adapters.core.resent: one integer, whatever the
+session's length). It relies on the `event` table's contract: `seq` counts a session's
+events from 0 without gaps, and a new event always gets the next one.
+
 Rows of other tables are not read (`sources.TABLES`): one is a runtime.warning.
 """
 
@@ -47,6 +54,7 @@ import msgspec
 from adapters.core.contract import MalformedRecord, Message
 from adapters.core.emitter import Emitter
 from adapters.core.emitter import replace as _replace
+from adapters.core.resent import resent
 from adapters.opencode import translator as bus
 from adapters.opencode.tools import _refused
 from adapters.opencode.turns import _end_turn, _on_session_error
@@ -94,6 +102,14 @@ def translate(state: State, msg: Message, out: Emitter) -> State:
         out.native_type = table
         out.unknown(f"table {table}")
         return state
+    seq = row.get("seq")
+    old, mark = resent(state.mark, seq if isinstance(seq, int) and not isinstance(seq, bool)
+                       else None, None, row, 0)
+    if old:
+        out.native_type = "event"
+        return state  # translated already: the rows were sent again ("Rewritten databases")
+    if mark is not state.mark:
+        state = _replace(state, mark=mark)
     kind, data = row.get("type"), row.get("data")
     if not isinstance(kind, str):
         raise MalformedRecord("opencode event row without a string type")
