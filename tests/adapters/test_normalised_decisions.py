@@ -28,10 +28,12 @@ from topics.chat import encode_chat
 
 CMD = "touch a.txt"
 #: (codex-transcript, opencode-transcript: a rollout and OpenCode's database keep no
-#: approval request or decision, FORMATS.md; claude-transcript, gemini-transcript: nor do
-#: Claude Code's and Gemini CLI's files, only a refusal's outcome on the tool's result)
-NO_APPROVALS = frozenset({"amp", "qwen", "kilo", "droid", "copilot", "pi", "gemini", "codex-exec", "codex-transcript", "opencode-transcript",
-                          "claude-transcript", "gemini-transcript"})
+#: approval request or decision; gemini-transcript: nor do Gemini CLI's files, only a
+#: refusal's outcome on the tool's result. Claude Code's files keep a person's decision,
+#: from which the request is inferred: claude_transcript below)
+NO_APPROVALS = frozenset({"amp", "qwen", "kilo", "droid", "copilot", "pi", "gemini",
+                          "codex-exec", "codex-transcript", "opencode-transcript",
+                          "gemini-transcript"})
 
 
 # ---- the runtimes' native conversations: one approval request per answer ------------
@@ -122,6 +124,28 @@ def acp(choices: list[str | None]) -> list[tuple[str, Any]]:
     return [*out, rpc("agent", id=2, result={"stopReason": "end_turn"})]
 
 
+def claude_transcript(decisions: list[dict[str, Any]]) -> list[tuple[str, Any]]:
+    """Claude Code's session file: a tool call per decision, each decision as the
+    file keeps it, on the tool's result row (the request itself is not in the file)."""
+    def row(n: int, kind: str, **fields: Any) -> tuple[str, Any]:
+        return ("agent", {"type": kind, "uuid": f"u{n}", "sessionId": "s1", "cwd": "/w",
+                          "timestamp": f"2026-12-01T10:00:{n:02d}.000Z", "version": "2.1.332",
+                          **fields})
+
+    out = [row(0, "user", message={"role": "user", "content": "Go."})]
+    for n, decision in enumerate(decisions):
+        out += [row(2 * n + 1, "assistant", message={
+                    "id": f"msg_{n}", "role": "assistant", "model": "m",
+                    "stop_reason": "tool_use", "content": [{
+                        "type": "tool_use", "id": f"toolu_{n}", "name": "Bash",
+                        "input": {"command": CMD}}]}),
+                row(2 * n + 2, "user", permissionDecision=decision, message={
+                    "role": "user", "content": [{"type": "tool_result",
+                                                 "tool_use_id": f"toolu_{n}",
+                                                 "content": "ok"}]})]
+    return out
+
+
 # ---- running them -------------------------------------------------------------------
 
 
@@ -156,6 +180,9 @@ ALLOW_AND_DENY: dict[str, tuple[Any, tuple[str, str]]] = {
     "codex": (lambda: codex(["accept", "decline"]), ("accept", "decline")),
     "opencode": (lambda: opencode(["once", "reject"]), ("once", "reject")),
     "acp": (lambda: acp(["allow-once", "reject-once"]), ("allow_once", "reject_once")),
+    "claude-transcript": (lambda: claude_transcript([
+        {"decision": "accept", "source": "user_temporary", "grantScope": "once"},
+        {"decision": "reject", "source": "user_reject"}]), ("accept", "reject")),
 }
 
 
