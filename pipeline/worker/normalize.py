@@ -260,8 +260,10 @@ class Normalizer:
                                                 str(e), "BadHeader", value or b"")])
         time_ms = t if t is not None else timestamp_ms
 
-        def dead(reason: str, cls: str, data: bytes, line: int | None = None) -> bytes:
-            return self._dead(key, partition, offset, origin, time_ms, reason, cls, data, line)
+        def dead(reason: str, cls: str, data: bytes, line: int | None = None,
+                 redacted: bytes | None = None) -> bytes:
+            return self._dead(key, partition, offset, origin, time_ms, reason, cls, data, line,
+                              redacted, value)
 
         if not key:  # None or b"": records of every sandbox would merge into one session
             return Output(None, [], [dead("record has no key (the key must be the session id)",
@@ -307,11 +309,17 @@ class Normalizer:
             new = msgspec.structs.replace(new, seq=session.seq)  # recovered at its next event
         out = self._published(events, entry.chat, key, partition, offset, origin, time_ms, spool)
         kept = summarize(entry.summary, out.shown) if self.summaries else None
+        # a failed line is redacted with the record's other lines around it: a private
+        # key that fails line by line is masked in every line of it
+        redacted = self.redactor.redact_lines(
+            [ln.data for ln in lines], [f.line for f in failures if f.data]) \
+            if failures and self.redactor.redacts_dead_letters else None
         return Output(
             self._encode_state(SessionEntry(new, out.chat_state, watch, kept)),
             out.records,
-            [dead(str(f.error), self._error_class(f.error), f.data, f.line) for f in failures]
-            + out.dead,
+            [dead(str(f.error), self._error_class(f.error), f.data, f.line,
+                  redacted[f.line] if redacted is not None and f.data else None)
+             for f in failures] + out.dead,
             chat=out.chat, record_headers=out.record_headers, chat_headers=out.chat_headers,
             summary=(kept, out.shown[-1], False) if kept is not None and events else None,
             waiting=waiting,
@@ -460,7 +468,8 @@ class Normalizer:
 
     def _dead(self, key: bytes | None, partition: int, offset: int,
               origin: Origin | UnsetType, time_ms: int | None, reason: str, cls: str, data: bytes,
-              line: int | None = None) -> bytes:
+              line: int | None = None, redacted: bytes | None = None,
+              record: bytes | None = None) -> bytes:
         letter = DeadLetter(
             topic=self.topic, partition=partition, offset=offset, provider=self.provider,
             key=key.decode("utf-8", "replace") if key is not None else None,
@@ -468,9 +477,12 @@ class Normalizer:
             line=line if line is not None else UNSET, origin=origin,
             timestampMs=time_ms if time_ms is not None else UNSET)
         # agents.deadletter keeps letters for 30 days: secrets in the record are
-        # redacted (the original's size and SHA-256 kept, the record itself is in the
-        # raw topic for its 3 days), unless CANONFLOW_DEADLETTER_ORIGINAL says otherwise
-        return dead_letter_bytes(self.redactor.dead_letter(letter), self.max_message_bytes)
+        # redacted (the original's size and SHA-256 kept, and the raw record's, which is
+        # in the raw topic for its 3 days), unless CANONFLOW_DEADLETTER_ORIGINAL says
+        # otherwise; `redacted`: the line as redacted with the record's other lines
+        return dead_letter_bytes(self.redactor.dead_letter(letter, redacted=redacted,
+                                                           record=record),
+                                 self.max_message_bytes)
 
 
 class _Published:
