@@ -52,6 +52,7 @@ import msgspec
 from adapters.core.hold import hold_point
 from pipeline.privacy.compiled import (
     MATCH_COST,
+    VALUE_COST,
     Budget,
     RedactionError,
     Span,
@@ -414,7 +415,13 @@ class Redactor:
                 if not budget.spend(MATCH_COST):
                     spans.append((m.start(), len(data), MASK))  # fail closed from here
                     return spans
-                spans += match_spans(m, rule.names)
+                got = match_spans(m, rule.names)
+                # the bytes value_end read, at VALUE_COST a byte (Python, not RE2)
+                if rule.values and not budget.spend(
+                        VALUE_COST * sum(e - s for s, e, _ in got)):
+                    spans.append((m.start(), len(data), MASK))
+                    return spans
+                spans += got
         return spans
 
     def _done(self, size: int, budget: Budget) -> None:
