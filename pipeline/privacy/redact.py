@@ -9,8 +9,12 @@ so does every dead letter, so consumers never see what matched:
   key blocks, credentials in URLs, headers, command lines and `NAME=value`
   assignments; each secret becomes "[REDACTED]";
 * structured values: a JSON member whose name says secret (`"password": 123456`,
-  `"client_secret": {...}`) has its value replaced, never the JSON text around it,
-  so the published event always decodes;
+  `"client_secret": {...}`, `"token": [...]`) has its value replaced, never the JSON
+  text around it, so the published event always decodes; names are read decoded
+  (`"pass\\u0077ord"`), and JSON printed as text gets the same rule (secret-json-value:
+  the whole value becomes "[REDACTED]");
+* dead letters: the lines of a record together (`redact_lines`), so a private key
+  dead-lettered line by line is masked in each of its lines;
 * CANONFLOW_REDACT_PATTERNS: more regular expressions (RE2 syntax), one per line;
 * CANONFLOW_REDACT_HOOK=module:function: the operator's own function, given each
   event as a dict; it returns the event to publish (changed, e.g. a tool input
