@@ -191,3 +191,20 @@ def test_with_redaction_off_replay_prints_the_original_lines(tmp_path):
     letters = _replay(path, {"CANONFLOW_REDACT": "off"})
     assert [d.value for d in letters] == PEM.encode().split(b"\n")
     assert all(d.recordSha256 is UNSET for d in letters)
+
+
+def test_import_redacts_a_private_key_whose_lines_are_dead_letters(tmp_path):
+    path = tmp_path / "notes.jsonl"
+    path.write_bytes(b'{"hello": "world"}\n' + MIXED.encode() + b"\n")
+    run = subprocess.run([sys.executable, "-m", "pipeline.cli", "import", "--runtime", "claude",
+                          str(path)], capture_output=True, cwd=ROOT, timeout=120,
+                         env={**{k: v for k, v in os.environ.items()
+                                 if not k.startswith("CANONFLOW_")}, "PYTHONPATH": str(ROOT)})
+    assert run.returncode == 0, run.stderr[-2000:]
+    letters = [decode_deadletter(ln) for ln in run.stderr.splitlines()]
+    assert _leaks(MIXED_CASE, [d.value for d in letters]) == []
+    lines = path.read_bytes().split(b"\n")
+    masked = [d for d in letters if d.value == b"[REDACTED]"]
+    assert len(masked) == len(BODY) + 2
+    for d in masked:  # each record is one line: its hash is the line's
+        assert d.recordSha256 == d.valueSha256 == hashlib.sha256(lines[d.offset - 1]).hexdigest()
