@@ -80,7 +80,7 @@ from topics.records import DeadLetter
 #: The privacy room's API (the rules, the prefilter and the hold point are re-exported:
 #: callers and tests name them from here).
 __all__ = ["BUILTIN_PATTERNS", "DEFAULT_BUDGET", "ENVELOPE_FIELDS", "MASK", "RULES",
-           "SECRET_MEMBERS", "LetterRun", "RedactionError", "Redactor", "hold_point", "load_hook",
+           "SECRET_MEMBERS", "DeadLines", "LetterRun", "RedactionError", "Redactor", "hold_point", "load_hook",
            "mask", "required_literals", "secret_member", "spans_of"]
 
 log = logging.getLogger(__name__)
@@ -632,6 +632,46 @@ class LetterRun:
             self.write(self.redactor.dead_letter(d, redacted=value))
         self._context = lines[-self.CONTEXT_LINES:] if keep else []
         self._letters, self._held = [], 0
+
+
+class DeadLines:
+    """The lines of each session's last records that had dead letters, the context of
+    the next ones' redaction in the worker: a file produced one line a record that holds
+    a private key makes a dead letter of each line, and only the lines before a body
+    line (its BEGIN header) say it is one. A session's record without a dead letter
+    ends its run. Kept in memory only (a worker that restarts starts without), at most
+    CONTEXT_LINES lines and CONTEXT_BYTES a session, for the last SESSIONS sessions."""
+
+    CONTEXT_LINES = 256
+    CONTEXT_BYTES = 16 << 10  # a private key of 8,192 bits is ~6.5 KB of PEM
+    SESSIONS = 1024
+
+    def __init__(self, redactor: Redactor):
+        self.redactor = redactor
+        self._kept: dict[bytes, list[bytes]] = {}
+
+    def redact(self, session: bytes, lines: Sequence[bytes], which: Iterable[int]
+               ) -> list[bytes]:
+        """`lines` (one record's) redacted after the session's kept lines
+        (`Redactor.redact_lines`, `which` of them); they are kept in turn."""
+        context = self._kept.pop(session, [])
+        joined = context + list(lines)
+        out = self.redactor.redact_lines(joined, [len(context) + i for i in which])
+        kept, size = [], 0
+        for line in reversed(joined[-self.CONTEXT_LINES:]):
+            size += len(line) + 1
+            if size > self.CONTEXT_BYTES:
+                break
+            kept.append(line)
+        self._kept[session] = kept[::-1]
+        if len(self._kept) > self.SESSIONS:
+            del self._kept[next(iter(self._kept))]  # the least recently used
+        return out[len(context):]
+
+    def end(self, session: bytes) -> None:
+        """The session's record had no dead letter: its run is over."""
+        if self._kept:
+            self._kept.pop(session, None)
 
 
 _TRUE = ("on", "true", "1", "yes")

@@ -36,7 +36,7 @@ from adapters.core import DEFAULT_ITEM_CAP, Emitter, close_session
 from adapters.projections.chat import SPOOL_PREFIX as CHAT_SPOOL_PREFIX
 from adapters.projections.chat import ChatState, project_next
 from adapters.projections.summary import summarize
-from pipeline.privacy.redact import Redactor
+from pipeline.privacy.redact import DeadLines, Redactor
 from pipeline.worker.waits import Watch, open_requests, waiting_on
 from topics.canonical import (
     RuntimeWarningEvent,
@@ -211,6 +211,7 @@ class Normalizer:
         self.headers = Headers(app_id, provider)  # CloudEvents, on every published record
         self.redactor = redactor if redactor is not None else Redactor.from_env()
         self._publish = self.redactor.record_publisher()
+        self._dead_lines = DeadLines(self.redactor)  # context of the next dead letters
         self.topic = raw_topic(provider)
         self.translator: Translator[Any] = get(provider)
         self.include_raw = include_raw
@@ -309,11 +310,15 @@ class Normalizer:
             new = msgspec.structs.replace(new, seq=session.seq)  # recovered at its next event
         out = self._published(events, entry.chat, key, partition, offset, origin, time_ms, spool)
         kept = summarize(entry.summary, out.shown) if self.summaries else None
-        # a failed line is redacted with the record's other lines around it: a private
-        # key that fails line by line is masked in every line of it
-        redacted = self.redactor.redact_lines(
-            [ln.data for ln in lines], [f.line for f in failures if f.data]) \
-            if failures and self.redactor.redacts_dead_letters else None
+        # a failed line is redacted with the record's other lines around it, and the
+        # session's dead lines before: a private key that fails line by line is masked
+        # in every line of it
+        redacted = None
+        if not failures:
+            self._dead_lines.end(key)
+        elif self.redactor.redacts_dead_letters:
+            redacted = self._dead_lines.redact(key, [ln.data for ln in lines],
+                                               [f.line for f in failures if f.data])
         return Output(
             self._encode_state(SessionEntry(new, out.chat_state, watch, kept)),
             out.records,

@@ -125,6 +125,25 @@ def test_the_worker_redacts_every_secret_of_the_corpus_from_its_dead_letters(set
             assert b"[REDACTED]" in d.value and "redacted" in d.reason
 
 
+def test_a_private_key_produced_one_line_a_record_is_masked_in_the_workers_dead_letters(
+        settings, worker):
+    # as `canonflow produce` sends a file (one line a record): the body lines' context
+    # is the session's records before them
+    lines = PEM.encode().split(b"\n")
+    asyncio.run(produce(settings, PROVIDER, "dl-lines",
+                        [RawRecord(line, "agent", None) for line in lines]))
+    letters = [decode_deadletter(r.value) for r in
+               read_topic(settings, DEADLETTER_TOPIC, len(lines), key=b"dl-lines", worker=worker)]
+    assert len(letters) == len(lines) and _leaks(PEM_CASE, [d.value for d in letters]) == []
+    raws = {(r.partition, r.offset): r.value
+            for r in read_topic(settings, raw_topic(PROVIDER), len(lines), key=b"dl-lines")}
+    masked = [d for d in letters if d.value == b"[REDACTED]"]
+    assert len(masked) == len(BODY) + 1  # the header alone is no secret; the body and END
+    for d in masked:
+        original = raws[(d.partition, d.offset)]
+        assert d.recordSha256 == d.valueSha256 == hashlib.sha256(original).hexdigest()
+
+
 def test_with_redaction_off_the_workers_dead_letters_keep_the_original(settings, tmp_path):
     w = WorkerProcess(settings, log_path=str(tmp_path / "worker-off.log"),
                       env={"CANONFLOW_REDACT": "0"}).start()
