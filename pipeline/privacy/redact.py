@@ -80,8 +80,8 @@ from topics.records import DeadLetter
 #: The privacy room's API (the rules, the prefilter and the hold point are re-exported:
 #: callers and tests name them from here).
 __all__ = ["BUILTIN_PATTERNS", "DEFAULT_BUDGET", "ENVELOPE_FIELDS", "MASK", "RULES",
-           "SECRET_MEMBERS", "DeadLines", "LetterRun", "RedactionError", "Redactor", "hold_point", "load_hook",
-           "mask", "required_literals", "secret_member", "spans_of"]
+           "SECRET_MEMBERS", "DeadLines", "LetterRun", "RedactionError", "Redactor",
+           "hold_point", "load_hook", "mask", "required_literals", "secret_member", "spans_of"]
 
 log = logging.getLogger(__name__)
 
@@ -509,7 +509,8 @@ class Redactor:
             if last > first:
                 touched.update(range(first, last + 1))
             for j in range(first, last + 1):
-                lo, hi = max(s, starts[j]) - starts[j], min(e, starts[j] + len(lines[j])) - starts[j]
+                lo = max(s, starts[j]) - starts[j]
+                hi = min(e, starts[j] + len(lines[j])) - starts[j]
                 if hi > lo:
                     pieces.setdefault(j, []).append((lo, hi, rep if j == first else MASK))
         return {j: pieces.get(j, []) for j in touched}
@@ -623,7 +624,8 @@ class LetterRun:
         self._flush(keep=False)
 
     def _flush(self, keep: bool) -> None:
-        if not self._letters and not self._context:
+        if not self._letters:
+            self._context = self._context if keep else []
             return
         lines = self._context + [d.value for d in self._letters]
         first = len(self._context)
