@@ -51,6 +51,7 @@ from pipeline.worker.normalize import Normalizer, internal_error
 from pipeline.worker.output import STOP_POLL_SECONDS, Abandoned, OutputProducer
 from pipeline.worker.owed import Owed
 from pipeline.worker.stall import add_stall_watch
+from pipeline.worker.watch import add_source_watch
 from topics.catalog import CANONICAL_TOPIC, CHAT_TOPIC, DEADLETTER_TOPIC, raw_topic
 
 log = logging.getLogger("canonflow")
@@ -127,6 +128,7 @@ def create_app(settings: Settings) -> faust.App:
                                                          fleet)
     install_web(app, settings, metrics, health,
                 {name: partial(local_size, t) for name, t in tables.items()}, sink.probe)
+    add_source_watch(app, settings, health, sink)
     return app
 
 
