@@ -145,10 +145,14 @@ def reasons(*, missing: list[str], short: list[str], ahead: list[PartitionView],
         out.append("read position above the log end (the topic was made again): "
                    + _listed([f"{v.name()} at {v.position} > end {v.end}" for v in ahead]))
     if stuck:
+        def still(v: PartitionView) -> float:
+            since = progress.since(v)
+            return 0.0 if since is None else now - since
+
         out.append("stuck: records wait and none was processed for more than "
                    f"{progress.stuck_after:g} s: " + _listed([
-                       f"{v.name()} {v.lag} waiting, at {v.processed} for "
-                       f"{now - (progress.since(v) or now):.0f} s" for v in stuck]))
+                       f"{v.name()} {v.lag} waiting, at {v.processed} for {still(v):.0f} s"
+                       for v in stuck]))
     return out
 
 
