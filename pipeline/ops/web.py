@@ -11,7 +11,8 @@
 
 Use /health for readiness (a degraded worker does not process, or not yet), not for
 liveness: during a broker outage every worker is degraded and restarting them helps
-nothing (Faust's `/` answers as long as the process runs).
+nothing (Faust's `/` answers as long as the process runs). A worker that cannot repair
+what /health says of its source partitions exits by itself (pipeline.worker.watch).
 
 The views are `app.page` views (Faust's public web API), registered by
 `install_web`; the gauges that describe Faust's state (assignment, consumer lag,

@@ -17,7 +17,9 @@ are not acknowledged and its states not stored meanwhile, and /health says degra
 Every agent counts what it did per batch into `pipeline.ops.metrics` (served with
 /health by `pipeline.ops.web`). Idle sessions are closed by a timer of each agent
 (pipeline.worker.idle), and sessions that wait too long on the model, a tool or an
-approval are said to be stalled by another (pipeline.worker.stall).
+approval are said to be stalled by another (pipeline.worker.stall). The source watch
+(pipeline.worker.watch) checks the worker's topics and read positions for /health, and
+repairs what a broker that lost its storage left behind.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from pipeline.cluster.admin import check_topics, create_topics, kafka_client_kwargs
+from pipeline.cluster.admin import check_topics, kafka_client_kwargs
 from pipeline.cluster.broker import EmbeddedBroker, free_port
 from pipeline.ops.progress import PartitionView, Progress, missing_topics, reasons
 from pipeline.settings import Settings, from_env
@@ -243,6 +243,17 @@ def test_a_read_position_above_the_log_end_is_reset_to_the_start_and_read(broker
         worker.stop()
 
 
+async def _create_topic(settings: Settings, name: str, partitions: int) -> None:
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    admin = AIOKafkaAdminClient(**kafka_client_kwargs(settings))
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(name, partitions, 1)])
+    finally:
+        await admin.close()
+
+
 @pytest.mark.broker
 def test_a_worker_that_cannot_repair_its_topics_exits_1_with_one_line(tmp_path):
     """The broker comes back with a raw topic made again with fewer partitions than the
@@ -260,9 +271,8 @@ def test_a_worker_that_cannot_repair_its_topics_exits_1_with_one_line(tmp_path):
         broker.stop()
         wait_for(lambda: health(settings.web_port)[0] == 503, "/health degraded", worker=worker)
         broker = EmbeddedBroker(port=port, log_path=str(tmp_path / "tansu-2.log")).start()
-        # someone else makes the topics first, one of them with a single partition
-        asyncio.run(create_topics(settings.replace(partitions=1, providers=("codex-exec",))))
-        asyncio.run(create_topics(settings))
+        # someone else makes the raw topic first, with a single partition
+        asyncio.run(_create_topic(settings, raw_topic("codex-exec"), 1))
         assert worker.proc is not None
         status = worker.proc.wait(timeout=120)
         assert status == EXIT_UNREPAIRED
