@@ -282,9 +282,11 @@ class Health:
                                     for a, t in sorted(metrics.last_batch_at.items())},
             "sources": {
                 "checkedAt": self.sources_at,
-                "partitions": [{"topic": v.topic, "partition": v.partition, "end": v.end,
-                                "position": v.position, "committed": v.committed,
-                                "lag": v.lag} for v in self.sources],
+                "lag": sum(v.lag or 0 for v in self.sources),
+                # the partitions with records waiting (or an end not known yet)
+                "waiting": [{"topic": v.topic, "partition": v.partition, "end": v.end,
+                             "position": v.position, "committed": v.committed,
+                             "lag": v.lag} for v in self.sources if v.lag != 0],
                 "lastProblem": self.last_problem, "lastProblemAt": self.last_problem_at,
                 "repairs": self.repairs, "lastRepair": self.last_repair,
                 "lastRepairAt": self.last_repair_at},
@@ -305,6 +307,7 @@ def _assignment(app: Any) -> set[Any]:
 
 
 def recovering(app: Any) -> bool:
+    """Whether the app rebalances or recovers its tables (its agents process nothing)."""
     tables = getattr(app, "tables", None)
     recovery = getattr(tables, "recovery", None) if tables is not None else None
     done = recovery is not None and recovery.completed.is_set()

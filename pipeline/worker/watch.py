@@ -33,7 +33,13 @@ import time
 from typing import Any
 
 from pipeline.cluster.admin import create_topics, unreachable, wanted
-from pipeline.ops.progress import Progress, missing_topics, read_partitions, reasons
+from pipeline.ops.progress import (
+    PartitionView,
+    Progress,
+    missing_topics,
+    read_partitions,
+    reasons,
+)
 from pipeline.ops.web import Health, recovering, source_partitions
 from pipeline.settings import Settings
 from pipeline.worker.faust_door import rewind
@@ -61,6 +67,9 @@ def add_source_watch(app: Any, settings: Settings, health: Health,
 
 
 class SourceWatch:
+    """One look at a time (`look`): what /health says of the source partitions, the
+    repairs, and the time each problem was first said (for the exit)."""
+
     def __init__(self, app: Any, settings: Settings, health: Health, sink: OutputProducer):
         self.app, self.settings, self.health, self.sink = app, settings, health, sink
         self.owned = [t.name for t in wanted(settings)]
@@ -81,15 +90,19 @@ class SourceWatch:
         missing, short = missing_topics(self.owned, present, settings.partitions)
         if missing:
             await self._create(missing)
-        judged = not (health.output_failing or recovering(self.app))
-        views = await read_partitions(self.app, source_partitions(self.app)) if judged else []
-        health.sources, health.sources_at = views, time.time()
-        ahead = [v for v in views if v.ahead]
-        if ahead:
-            await self._rewind(ahead)
-        if not judged:
-            self.progress.forget()
-        stuck = self.progress.stuck([v for v in views if not v.ahead], now)
+        views: list[PartitionView] = []
+        ahead: list[PartitionView] = []
+        stuck: list[PartitionView] = []
+        rebalancing = recovering(self.app)  # Faust is setting the positions
+        if not rebalancing:
+            views = await read_partitions(self.app, source_partitions(self.app))
+            health.sources, health.sources_at = views, time.time()
+            ahead = [v for v in views if v.ahead]
+            if ahead:
+                await self._rewind(ahead)
+        judged = not (rebalancing or health.output_failing)
+        if judged:
+            stuck = self.progress.stuck([v for v in views if not v.ahead], now)
         self._judged(reasons(missing=missing, short=short, ahead=ahead, stuck=stuck,
                              progress=self.progress, now=now), now, sure=judged)
 
@@ -124,7 +137,7 @@ class SourceWatch:
             log.warning("canonflow: the broker lost topics: %s", what)
             self.health.repaired(what)
 
-    async def _rewind(self, ahead: list[Any]) -> None:
+    async def _rewind(self, ahead: list[PartitionView]) -> None:
         tps = {(v.topic, v.partition) for v in ahead}
         await rewind(self.app, [tp for tp in source_partitions(self.app)
                                 if (tp.topic, tp.partition) in tps])
