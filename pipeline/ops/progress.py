@@ -18,9 +18,10 @@ partition waits, and lag is the end minus the start, never 0.
 - a topic the worker owns is missing on the broker, or has fewer partitions than the
   deployment's partition count;
 - a fetch position is above its partition's end;
-- records wait in a partition (lag > 0) and its processed offset (the committed one,
-  the position before the first commit) has not moved for more than `stuck_after`
-  seconds (CANONFLOW_STUCK_AFTER).
+- records wait in a partition (lag > 0, and not only a transaction's control records
+  past everything processed) and its processed offset (the committed one, the position
+  before the first commit) has not moved for more than `stuck_after` seconds
+  (CANONFLOW_STUCK_AFTER).
 
 The worker acts on each (pipeline.worker.watch). This module only judges: it does no
 I/O, and the clock is an argument.
@@ -47,6 +48,7 @@ class PartitionView(Struct, frozen=True, kw_only=True):
     end: int | None
     position: int | None
     committed: int | None
+    read: int | None = None  # the last offset handed to the agents
     start: int | None = None  # read only when the position is above the end
 
     @property
@@ -71,6 +73,20 @@ class PartitionView(Struct, frozen=True, kw_only=True):
             return max(0, self.end - (self.start or 0))
         done = self.processed
         return None if done is None else max(0, self.end - done)
+
+    @property
+    def waiting(self) -> bool:
+        """Records wait for this worker: lag, unless every record up to the end is
+        fetched and every one handed to the agents is committed. (The control records of
+        a producer's transactions are never handed to a consumer: the last of them keeps
+        the committed offset below the end for good.)"""
+        if not self.lag:
+            return False
+        fetched = self.position is not None and self.end is not None \
+            and self.position >= self.end
+        done = self.read is not None and self.committed is not None \
+            and self.committed > self.read
+        return not (fetched and done)
 
     def name(self) -> str:
         return f"{self.topic}[{self.partition}]"
@@ -113,9 +129,9 @@ class Progress:
         for v in views:
             key = (v.topic, v.partition)
             seen.add(key)
-            done, lag = v.processed, v.lag
+            done = v.processed
             mark = self._marks.get(key)
-            if mark is None or mark[0] != done or not lag:
+            if mark is None or mark[0] != done or not v.waiting:
                 self._marks[key] = (done, now)
             elif now - mark[1] > self.stuck_after:
                 out.append(v)
@@ -162,6 +178,7 @@ async def read_partitions(app: Any, tps: Iterable[Any]) -> list[PartitionView]:
     tps = sorted(tps)
     consumer = app.consumer
     committed = getattr(app.monitor, "tp_committed_offsets", {}) or {}
+    read = getattr(app.monitor, "tp_read_offsets", {}) or {}
 
     def end_of(tp: Any) -> int | None:
         try:
@@ -178,7 +195,7 @@ async def read_partitions(app: Any, tps: Iterable[Any]) -> list[PartitionView]:
         positions = [None] * len(tps)
     views = [PartitionView(topic=tp.topic, partition=tp.partition, end=end_of(tp),
                            position=pos if isinstance(pos, int) and pos >= 0 else None,
-                           committed=committed.get(tp))
+                           committed=committed.get(tp), read=read.get(tp))
              for tp, pos in zip(tps, positions, strict=True)]
     ahead = [tp for tp, v in zip(tps, views, strict=True) if v.ahead]
     if ahead:
@@ -189,6 +206,6 @@ async def read_partitions(app: Any, tps: Iterable[Any]) -> list[PartitionView]:
             starts = {}
         views = [v if not v.ahead else PartitionView(
             topic=v.topic, partition=v.partition, end=v.end, position=v.position,
-            committed=v.committed, start=starts.get(tp)) for tp, v in zip(tps, views,
+            committed=v.committed, read=v.read, start=starts.get(tp)) for tp, v in zip(tps, views,
                                                                           strict=True)]
     return views

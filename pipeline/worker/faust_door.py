@@ -422,6 +422,7 @@ async def rewind(app: Any, tps: Iterable[Any]) -> None:
         consumer._acked_index.pop(tp, None)
         consumer._gap.pop(tp, None)
         app.monitor.tp_committed_offsets.pop(tp, None)
+        app.monitor.tp_read_offsets.pop(tp, None)
     await consumer._thread.seek_to_beginning(  # on the consumer's thread, as in 1b
         *(TopicPartition(tp.topic, tp.partition) for tp in tps))
 

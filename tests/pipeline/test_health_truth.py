@@ -82,6 +82,22 @@ def test_a_partition_with_nothing_waiting_or_that_processes_is_never_stuck():
         assert progress.stuck([_view(1000, t, t)], now=t) == []
 
 
+def test_a_transactions_last_control_record_is_not_a_wait():
+    """The committed offset stays below the end when the log ends with a transaction's
+    control record (never handed to a consumer): that lag is no record waiting. A record
+    handed to the agents and not committed, or not fetched yet, is one."""
+    progress = Progress(stuck_after=5)
+    marker = PartitionView(topic="t", partition=0, end=10, position=10, committed=9, read=8)
+    assert marker.lag == 1 and not marker.waiting
+    assert progress.stuck([marker], now=0) == progress.stuck([marker], now=60) == []
+    handed = PartitionView(topic="t", partition=0, end=10, position=10, committed=9, read=9)
+    unfetched = PartitionView(topic="t", partition=0, end=10, position=9, committed=9, read=8)
+    for view in (handed, unfetched):
+        progress = Progress(stuck_after=5)
+        assert view.waiting and progress.stuck([view], now=0) == []
+        assert progress.stuck([view], now=6) == [view]
+
+
 def test_a_wait_while_nothing_could_be_processed_starts_over():
     progress = Progress(stuck_after=5)
     waiting = _view(10, 4, 4)
