@@ -20,7 +20,8 @@ the worker exit with status 1 and one line that says why, so that its orchestrat
 restarts it. Nothing is lost by that exit: what was not published was not
 acknowledged, and is read again. While the broker is unreachable, the output is being
 sent again, or the group rebalances, the worker can process nothing anyway and /health
-says so: the partitions are not judged then, and nothing makes it exit.
+says so: no partition is stuck then, and nothing makes it exit. (The positions are
+left alone during a rebalance: Faust is setting them.)
 """
 
 from __future__ import annotations
