@@ -110,6 +110,11 @@ class Settings(Struct, frozen=True, kw_only=True):
     #: Seconds between two broker probes (/health), and how long one may take.
     health_probe_interval: float = 5.0
     health_probe_timeout: float = 5.0
+    #: Seconds a source partition may have records waiting with none of them processed
+    #: before /health says the worker is stuck; a problem of its source partitions
+    #: still there this long after /health first said it makes the worker exit with
+    #: status 1 (pipeline.ops.progress).
+    stuck_after: float = 60.0
     #: Seconds the group coordinator waits for members to rejoin. Tansu holds every
     #: join for this long, so the embedded broker uses a short one.
     rebalance_timeout: float = 60.0
@@ -139,7 +144,7 @@ _LEAST: dict[str, float] = {
     "partitions": 1, "replication": 1, "batch_max": 1, "max_record_bytes": 1, "item_cap": 1,
     "max_message_bytes": 1, "idle_timeout": 0.001, "idle_scan_interval": 0.001,
     "fleet_publish_interval": 0.001, "health_probe_interval": 0.001,
-    "health_probe_timeout": 0.001, "producer_request_timeout": 0.001,
+    "health_probe_timeout": 0.001, "producer_request_timeout": 0.001, "stuck_after": 0.001,
     "rebalance_timeout": 0.001, "batch_within": 0, "producer_linger": 0, "fleet_grace": 0,
     "stall_model": 0, "stall_tool": 0, "stall_approval": 0, "stall_scan_interval": 0.001,
     "sessions_retention": 0, "fetch_max_wait": 0}

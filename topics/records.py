@@ -70,11 +70,15 @@ class CaptureLine(Struct, frozen=True, kw_only=True):
 class DeadLetter(Struct, frozen=True, kw_only=True, omit_defaults=True):
     """A raw record (or one line of it) that could not be translated.
 
-    `value` holds the original bytes (base64 in JSON); nothing is lost. A dead letter
-    that would be larger than the cluster takes (CANONFLOW_MAX_MESSAGE_BYTES) holds
-    only the first bytes of the original: then `valueBytes` is the original's size and
-    `valueSha256` its SHA-256 (hex), and the whole record stays in its raw topic at
-    topic/partition/offset, for as long as that topic's retention keeps it.
+    `value` holds the original bytes (base64 in JSON), redacted as every output is
+    (pipeline.privacy.redact): each span that holds a secret is replaced by a mask.
+    A dead letter that would be larger than the cluster takes
+    (CANONFLOW_MAX_MESSAGE_BYTES) holds only the first bytes of the original. When
+    `value` is redacted or cut, `valueBytes` is the original value's size and
+    `valueSha256` its SHA-256 (hex). A redacted letter also has `recordSha256`, the
+    SHA-256 of the whole raw record it comes from (the one at topic/partition/offset,
+    of which `value` may be one line): it matches that record for as long as its
+    topic's retention keeps it.
     """
 
     topic: str
@@ -90,6 +94,7 @@ class DeadLetter(Struct, frozen=True, kw_only=True, omit_defaults=True):
     timestampMs: int | UnsetType = UNSET
     valueBytes: int | UnsetType = UNSET
     valueSha256: str | UnsetType = UNSET
+    recordSha256: str | UnsetType = UNSET
 
 
 capture_line_decoder = msgspec.json.Decoder(CaptureLine)

@@ -361,6 +361,8 @@ def _on_message_end(state: State, obj: dict[str, Any], out: Emitter) -> State:
         if not isinstance(block, dict):
             continue
         kind, index = block.get("type"), str(i)
+        if not isinstance(kind, str):
+            continue
         final = block.get("text") if kind == "text" else block.get("thinking")
         if kind in _STREAMS and index not in state.blocks and isinstance(final, str) and final:
             # a block that never streamed (a provider without deltas): one whole delta

@@ -51,6 +51,15 @@ def partitions_of(spec: TopicSpec, settings: Settings) -> int:
     return settings.partitions
 
 
+def unreachable(error: BaseException) -> bool:
+    """Does `error` say that no broker answered (yet), rather than that one refused?"""
+    from aiokafka.errors import KafkaError, KafkaTimeoutError
+
+    if isinstance(error, KafkaError):
+        return bool(error.retriable) or isinstance(error, KafkaTimeoutError)
+    return isinstance(error, OSError | TimeoutError)
+
+
 async def is_tansu(settings: Settings) -> bool:
     """Is the cluster a Tansu broker? Kafka's metadata answer carries the cluster id, and
     Tansu's is the one it was started with: `canonflow broker` (and every embedded broker)

@@ -2,13 +2,17 @@
 
 - `GET /metrics`: every metric of `pipeline.ops.metrics` in the Prometheus text format.
 - `GET /health`: JSON; 200 with `"status": "ok"` when the broker answers the last
-  probe, no output is waiting on a failed delivery and table recovery is over;
-  503 with `"status": "degraded"` and the reasons otherwise. Also: the broker's last
-  error, the assigned partitions, recovery, and when each agent last finished a batch.
+  probe, no output is waiting on a failed delivery, table recovery is over and the
+  source partitions are sound (pipeline.ops.progress: the worker's topics exist, no read
+  position is above its log's end, no records wait unprocessed for longer than
+  CANONFLOW_STUCK_AFTER); 503 with `"status": "degraded"` and the reasons otherwise.
+  Also: the broker's last error, the assigned partitions with their offsets and lag,
+  recovery, the worker's own repairs, and when each agent last finished a batch.
 
 Use /health for readiness (a degraded worker does not process, or not yet), not for
 liveness: during a broker outage every worker is degraded and restarting them helps
-nothing (Faust's `/` answers as long as the process runs).
+nothing (Faust's `/` answers as long as the process runs). A worker that cannot repair
+what /health says of its source partitions exits by itself (pipeline.worker.watch).
 
 The views are `app.page` views (Faust's public web API), registered by
 `install_web`; the gauges that describe Faust's state (assignment, consumer lag,
@@ -33,6 +37,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from pipeline.ops.metrics import WorkerMetrics
+from pipeline.ops.progress import PartitionView, read_partitions
 from pipeline.ops.prometheus import CONTENT_TYPE, Labels
 from pipeline.settings import Settings
 
@@ -200,6 +205,24 @@ class Health:
         self.assigned_at: float | None = None  # monotonic
         self.recovery_seconds: float | None = None
         self.recovered_at: float | None = None  # unix time
+        # the last look at the source partitions (pipeline.worker.watch)
+        self.source_reasons: list[str] = []
+        self.sources: list[PartitionView] = []
+        self.sources_at: float | None = None  # unix time
+        self.last_problem: str | None = None  # the last reason the look gave
+        self.last_problem_at: float | None = None
+        self.repairs = 0  # topics created again, read positions reset
+        self.last_repair: str | None = None
+        self.last_repair_at: float | None = None
+
+    def sources_found(self, reasons: list[str]) -> None:
+        self.source_reasons = reasons
+        if reasons:
+            self.last_problem, self.last_problem_at = "; ".join(reasons), time.time()
+
+    def repaired(self, what: str) -> None:
+        self.repairs += 1
+        self.last_repair, self.last_repair_at = what, time.time()
 
     def probe_ok(self) -> None:
         self.broker_ok, self.broker_ok_at = True, time.time()
@@ -232,9 +255,10 @@ class Health:
         if self.output_failing:
             reasons.append("output delivery failing (retrying): "
                            + ", ".join(sorted(self.output_failing)))
-        recovering = _recovering(app)
-        if recovering:
+        rebalancing = recovering(app)
+        if rebalancing:
             reasons.append("rebalancing or recovering tables")
+        reasons += self.source_reasons
         partitions: dict[str, list[int]] = {}
         for tp in _assignment(app):
             if _is_source(tp.topic):
@@ -251,13 +275,28 @@ class Health:
                        "lastRefusalAt": self.refused_at},
             "partitions": {t: sorted(ps) for t, ps in sorted(partitions.items())},
             "assignedPartitions": sum(len(ps) for ps in partitions.values()),
-            "recovery": {"finished": not recovering, "lastSeconds": self.recovery_seconds,
+            "recovery": {"finished": not rebalancing, "lastSeconds": self.recovery_seconds,
                          "lastAt": self.recovered_at},
             "lastBatchAt": dict(sorted(metrics.last_batch_at.items())),
             "lastBatchAgeSeconds": {a: round(now - t, 3)
                                     for a, t in sorted(metrics.last_batch_at.items())},
+            "sources": {
+                "checkedAt": self.sources_at,
+                "lag": sum(v.lag or 0 for v in self.sources),
+                # the partitions with records waiting (or an end not known yet)
+                "waiting": [{"topic": v.topic, "partition": v.partition, "end": v.end,
+                             "position": v.position, "committed": v.committed,
+                             "lag": v.lag} for v in self.sources if v.lag != 0],
+                "lastProblem": self.last_problem, "lastProblemAt": self.last_problem_at,
+                "repairs": self.repairs, "lastRepair": self.last_repair,
+                "lastRepairAt": self.last_repair_at},
         }
         return (503 if reasons else 200), body
+
+
+def source_partitions(app: Any) -> list[Any]:
+    """The assigned partitions the agents consume (not table changelogs)."""
+    return sorted(tp for tp in _assignment(app) if _is_source(tp.topic))
 
 
 def _assignment(app: Any) -> set[Any]:
@@ -267,7 +306,8 @@ def _assignment(app: Any) -> set[Any]:
         return set()
 
 
-def _recovering(app: Any) -> bool:
+def recovering(app: Any) -> bool:
+    """Whether the app rebalances or recovers its tables (its agents process nothing)."""
     tables = getattr(app, "tables", None)
     recovery = getattr(tables, "recovery", None) if tables is not None else None
     done = recovery is not None and recovery.completed.is_set()
@@ -291,7 +331,7 @@ class AppGauges:
             if n.startswith("sessions.")}
         metrics.open_turns.collect = lambda: {
             (p,): float(len(keys)) for p, keys in metrics.turns_open.items()}
-        metrics.recovering.collect = lambda: {(): float(_recovering(app))}
+        metrics.recovering.collect = lambda: {(): float(recovering(app))}
         metrics.broker_up.collect = lambda: (
             {} if health.broker_ok is None else {(): float(health.broker_ok)})
         metrics.recovery_seconds.collect = lambda: (
@@ -317,39 +357,9 @@ class AppGauges:
         self._lag = await self._consumer_lag()
 
     async def _consumer_lag(self) -> dict[Labels, float]:
-        app = self.app
-        tps = [tp for tp in _assignment(app) if _is_source(tp.topic)]
-        committed = getattr(app.monitor, "tp_committed_offsets", {}) or {}
-        lag: dict[Labels, float] = {}
-        unknown = []
-        for tp in tps:
-            try:
-                high = app.consumer.highwater(tp)
-            except Exception:
-                high = None
-            if high is None or high < 0:
-                continue
-            done = committed.get(tp)
-            if done is None:
-                unknown.append((tp, high))
-            else:
-                lag[(tp.topic, str(tp.partition))] = float(max(0, high - done))
-        if unknown:
-            # not committed by this worker yet: the fetch position starts at the
-            # group's committed offset (Faust seeks there on assignment)
-            async def position(tp: Any) -> Any:
-                return await app.consumer.position(tp)
-
-            try:
-                positions = await asyncio.wait_for(
-                    asyncio.gather(*(position(tp) for tp, _ in unknown),
-                                   return_exceptions=True), timeout=2.0)
-            except TimeoutError:
-                positions = [None] * len(unknown)
-            for (tp, high), pos in zip(unknown, positions, strict=True):
-                if isinstance(pos, int) and pos >= 0:
-                    lag[(tp.topic, str(tp.partition))] = float(max(0, high - pos))
-        return lag
+        return {(v.topic, str(v.partition)): float(v.lag)
+                for v in await read_partitions(self.app, source_partitions(self.app))
+                if v.lag is not None}
 
 
 def _size(size: Callable[[], int]) -> int:

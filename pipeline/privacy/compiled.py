@@ -6,18 +6,23 @@ spend. Compiled once per rule set and process, shared by every Redactor.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
+import msgspec
 import re2
 
 from pipeline.privacy.literals import json_literals, min_width, required_literals
-from pipeline.privacy.rules import MASK, SECRET_MEMBERS
+from pipeline.privacy.rules import MASK, SECRET_MEMBERS, secret_member
 
 #: A record's work budget is at least this many units (Budget), and a match weighs
 #: MATCH_COST units (see DEFAULT_BUDGET in pipeline.privacy.redact).
 BUDGET_FLOOR = 1 << 20
 MATCH_COST = 8192
+#: units a byte of a JSON value that value_end reads weighs (Python's `re` hops between
+#: quotes and brackets: ~30 times RE2's cost a byte)
+VALUE_COST = 32
 
 
 class RedactionError(ValueError):
@@ -28,12 +33,21 @@ class RedactionError(ValueError):
 # Masking
 # ---------------------------------------------------------------------------
 
-_REPLACEMENT = {"s": MASK, "q": b'"' + MASK + b'"', "e": b'\\"' + MASK + b'\\"'}
+_QUOTED = b'"' + MASK + b'"'
+_ESCAPED = b'\\"' + MASK + b'\\"'
+#: what a named group's first letter says: `s` is masked, `q` and `e` masked in quotes
+#: (escaped quotes); `v` and `w` start a JSON value (in JSON text, in JSON held in a JSON
+#: string) that is masked whole; `n` and `m` are the member names of those values,
+#: masked only when their decoded name says secret
+_REPLACEMENT = {"s": MASK, "q": _QUOTED, "e": _ESCAPED, "v": _QUOTED, "w": _ESCAPED,
+                "n": b"", "m": b""}
 
 Span = tuple[int, int, bytes]
+#: a rule's named groups: group number -> (first letter of its name, replacement)
+Names = dict[int, tuple[str, bytes]]
 
 
-def spans_of(rx: Any, names: dict[int, bytes], text: bytes) -> list[Span]:
+def spans_of(rx: Any, names: Names, text: bytes) -> list[Span]:
     """What each match of `rx` in `text` masks: its named groups that took part, else
     the whole match (reference and fast path alike)."""
     out: list[Span] = []
@@ -42,9 +56,78 @@ def spans_of(rx: Any, names: dict[int, bytes], text: bytes) -> list[Span]:
     return out
 
 
-def match_spans(m: Any, names: dict[int, bytes]) -> list[Span]:
-    got = [(m.start(i), m.end(i), rep) for i, rep in names.items() if m.start(i) >= 0]
+def match_spans(m: Any, names: Names) -> list[Span]:
+    got: list[Span] = []
+    for i, (kind, rep) in names.items():
+        start = m.start(i)
+        if start < 0:
+            continue
+        if kind in "nm":
+            if not _secret_name(m.group(i), twice=kind == "m"):
+                return []
+        elif kind in "vw":
+            got.append((start, value_end(m.string, start, escaped=kind == "w"), rep))
+        else:
+            got.append((start, m.end(i), rep))
     return got or [(m.start(), m.end(), MASK)]
+
+
+def _secret_name(raw: bytes, twice: bool) -> bool:
+    """Whether a member name written with JSON escapes (`twice`: JSON held in a JSON
+    string) says secret once decoded."""
+    try:
+        name = msgspec.json.decode(b'"' + raw + b'"', type=str)
+        if twice:
+            name = msgspec.json.decode(b'"' + name.encode("utf-8", "surrogatepass") + b'"',
+                                       type=str)
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeEncodeError):
+        return False
+    return secret_member(name)
+
+
+_STOPS = re.compile(rb'[\\"\[\]{}]')
+_SCALAR_END = re.compile(rb"[,\]}\s]")
+_SCALAR_END_ESCAPED = re.compile(rb'[,\]}\s\\"]')
+
+
+def value_end(text: bytes, start: int, *, escaped: bool) -> int:
+    """Where the JSON value that starts at `start` in `text` ends: a string, an array or
+    an object (brackets inside strings do not count), or a scalar. `escaped`: the JSON
+    is held in a JSON string (its quotes written \\", its escapes doubled). A value cut
+    short runs to the end of the text, or of the string that holds it: masked to there."""
+    n = len(text)
+    if not (text[start] in b'[{"' or (escaped and text.startswith(b'\\"', start))):
+        m = (_SCALAR_END_ESCAPED if escaped else _SCALAR_END).search(text, start)
+        return m.start() if m is not None else n
+    depth, in_str, p = 0, False, start
+    while (m := _STOPS.search(text, p)) is not None:
+        p = m.start()
+        c = text[p]
+        if c == 0x5C:  # a backslash: an escape
+            after = text[p + 1:p + 2]
+            p += 2
+            if escaped and after == b'"':  # a quote of the held JSON
+                in_str = not in_str
+                if not in_str and depth == 0:
+                    return p
+            elif escaped and after == b"\\" and in_str:  # an escape of the held JSON
+                p += 2 if text[p:p + 1] == b"\\" else 1
+            continue
+        if c == 0x22:  # '"'
+            if escaped:
+                return p  # the string that holds the JSON ends here
+            in_str = not in_str
+            p += 1
+            if not in_str and depth == 0:
+                return p
+            continue
+        p += 1
+        if in_str:
+            continue
+        depth += 1 if c in (0x5B, 0x7B) else -1
+        if depth <= 0:
+            return p
+    return n
 
 
 def mask(text: bytes, spans: list[Span]) -> bytes:
@@ -63,9 +146,9 @@ def mask(text: bytes, spans: list[Span]) -> bytes:
     return b"".join(out)
 
 
-def _group_names(rx: Any) -> dict[int, bytes]:
+def _group_names(rx: Any) -> Names:
     names = {(n.decode() if isinstance(n, bytes) else n): i for n, i in rx.groupindex.items()}
-    return {i: _REPLACEMENT[n[0]] for n, i in sorted(names.items(), key=lambda x: x[1])
+    return {i: (n[0], _REPLACEMENT[n[0]]) for n, i in sorted(names.items(), key=lambda x: x[1])
             if n[:1] in _REPLACEMENT}
 
 
@@ -134,12 +217,14 @@ class Budget:
 
 
 class _Pattern:
-    __slots__ = ("pattern", "rx", "names", "literals")
+    __slots__ = ("pattern", "rx", "names", "literals", "values")
 
     def __init__(self, pattern: str):
         self.pattern = pattern
         self.rx = compile_pattern(pattern, max_mem=8 << 20)
         self.names = _group_names(self.rx)
+        #: its matches mask JSON values found by value_end (work beyond RE2's)
+        self.values = any(kind in "vw" for kind, _ in self.names.values())
         self.literals = required_literals(pattern)
 
 

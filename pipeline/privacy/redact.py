@@ -9,8 +9,12 @@ so does every dead letter, so consumers never see what matched:
   key blocks, credentials in URLs, headers, command lines and `NAME=value`
   assignments; each secret becomes "[REDACTED]";
 * structured values: a JSON member whose name says secret (`"password": 123456`,
-  `"client_secret": {...}`) has its value replaced, never the JSON text around it,
-  so the published event always decodes;
+  `"client_secret": {...}`, `"token": [...]`) has its value replaced, never the JSON
+  text around it, so the published event always decodes; names are read decoded
+  (`"pass\\u0077ord"`), and JSON printed as text gets the same rule (secret-json-value:
+  the whole value becomes "[REDACTED]");
+* dead letters: the lines of a record together (`redact_lines`), so a private key
+  dead-lettered line by line is masked in each of its lines;
 * CANONFLOW_REDACT_PATTERNS: more regular expressions (RE2 syntax), one per line;
 * CANONFLOW_REDACT_HOOK=module:function: the operator's own function, given each
   event as a dict; it returns the event to publish (changed, e.g. a tool input
@@ -44,7 +48,7 @@ import importlib
 import json
 import logging
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -52,6 +56,7 @@ import msgspec
 from adapters.core.hold import hold_point
 from pipeline.privacy.compiled import (
     MATCH_COST,
+    VALUE_COST,
     Budget,
     RedactionError,
     Span,
@@ -75,8 +80,8 @@ from topics.records import DeadLetter
 #: The privacy room's API (the rules, the prefilter and the hold point are re-exported:
 #: callers and tests name them from here).
 __all__ = ["BUILTIN_PATTERNS", "DEFAULT_BUDGET", "ENVELOPE_FIELDS", "MASK", "RULES",
-           "SECRET_MEMBERS", "RedactionError", "Redactor", "hold_point", "load_hook", "mask",
-           "required_literals", "secret_member", "spans_of"]
+           "SECRET_MEMBERS", "DeadLines", "LetterRun", "RedactionError", "Redactor",
+           "hold_point", "load_hook", "mask", "required_literals", "secret_member", "spans_of"]
 
 log = logging.getLogger(__name__)
 
@@ -389,27 +394,39 @@ class Redactor:
         return s if new is data else new.decode("utf-8", "surrogatepass")
 
     def _scan(self, data: bytes, budget: Budget) -> bytes:
-        """One string's bytes, redacted: one pass of every rule at once; the rules that
-        matched run again for their spans. Past the budget, a string with a match is
-        masked whole."""
+        """One string's bytes, redacted (`_spans`)."""
+        spans = self._spans(data, budget)
+        return mask(data, spans) if spans else data
+
+    def _spans(self, data: bytes, budget: Budget) -> list[Span]:
+        """What to mask in `data`: one pass of every rule at once; the rules that
+        matched run again for their spans. Past the budget, text with a match is
+        masked whole from where the budget ran out."""
         assert self._set is not None
         budget.scanned(len(data))
         if self._detector(data) is None:
-            return data
+            return []
+        whole = [(0, len(data), MASK)]
         if budget.left < 0 or not budget.spend(len(data)):
-            return MASK
+            return whole
         hits = self._set.Match(data) or range(len(self._rules))  # None: DFA gave up
         spans: list[Span] = []
         for i in hits:
             rule = self._rules[i]
             if not budget.spend(len(data)):
-                return MASK
+                return whole
             for m in rule.rx.finditer(data):
                 if not budget.spend(MATCH_COST):
                     spans.append((m.start(), len(data), MASK))  # fail closed from here
-                    return mask(data, spans)
-                spans += match_spans(m, rule.names)
-        return mask(data, spans) if spans else data
+                    return spans
+                got = match_spans(m, rule.names)
+                # the bytes value_end read, at VALUE_COST a byte (Python, not RE2)
+                if rule.values and not budget.spend(
+                        VALUE_COST * sum(e - s for s, e, _ in got)):
+                    spans.append((m.start(), len(data), MASK))
+                    return spans
+                spans += got
+        return spans
 
     def _done(self, size: int, budget: Budget) -> None:
         self.work += budget.spent
@@ -433,50 +450,110 @@ class Redactor:
         return out
 
     def redact_record(self, data: bytes) -> bytes:
-        """A raw record (NDJSON, or bytes that are not even UTF-8), redacted: each line
-        that is JSON by value (as events are), any other as text. `data` itself when
-        nothing matched."""
-        if not self._rules or not (self._always or self._text_prefilter(data) is not None):
+        """A raw record (NDJSON, or bytes that are not even UTF-8), redacted as its
+        lines are (`redact_lines`). `data` itself when nothing matched."""
+        if not self._suspect(data):
             return data
-        budget = Budget(len(data), self.budget)
         lines = data.split(b"\n")
-        changed = False
-        for i, line in enumerate(lines):
-            if self._text_prefilter(line) is None and not self._always:
-                continue
-            new = line
-            try:
-                doc = msgspec.json.decode(line)
-            except msgspec.DecodeError:
-                if len(line) >= self._min:
-                    new = self._scan(line, budget)
-            else:
-                if isinstance(doc, str):
-                    s = self._string(doc, budget)
-                    if s is not doc:
-                        new = msgspec.json.encode(s)
-                elif isinstance(doc, (dict, list)) and self._walk(doc, budget):
-                    new = msgspec.json.encode(doc)
-            if new is not line:
-                lines[i] = new
-                changed = True
-        self._done(len(data), budget)
-        return b"\n".join(lines) if changed else data
+        out = self.redact_lines(lines)
+        return data if all(a is b for a, b in zip(out, lines, strict=True)) else b"\n".join(out)
 
-    def dead_letter(self, letter: DeadLetter) -> DeadLetter:
-        """`letter` with its value redacted, and the original's size and SHA-256 (so
-        an operator can find and check the record in its raw topic); `letter` itself
-        when nothing matched or CANONFLOW_DEADLETTER_ORIGINAL keeps originals."""
-        if self.deadletter_original or not self._rules:
+    def redact_lines(self, lines: Sequence[bytes], which: Iterable[int] | None = None
+                     ) -> list[bytes]:
+        """The lines of one text (a raw record's, or records of one line each that
+        follow one another), redacted: each line that is JSON by value (as events are),
+        any other as text, and a match that runs across lines (a private key printed
+        over many) masked in every line it touches, that line then read as text.
+        `which`: the lines to redact (all when None); the others, and the lines nothing
+        matched in, are returned as they are (the same objects)."""
+        out = list(lines)
+        if not self._rules:
+            return out
+        wanted = range(len(lines)) if which is None else sorted(set(which))
+        size = sum(len(ln) + 1 for ln in lines)
+        budget = Budget(size, self.budget)
+        across = self._across(lines, budget) if len(lines) > 1 else {}
+        for i in wanted:
+            line = lines[i]
+            if i in across:
+                out[i] = mask(line, across[i])
+            elif self._suspect(line):
+                out[i] = self._line(line, budget)
+        self._done(size, budget)
+        return out
+
+    def _suspect(self, data: bytes) -> bool:
+        """Whether a rule may match raw text `data`: its literals as they are, or a
+        JSON escape (a member name such as "pass\\u0077ord" says secret once decoded)."""
+        return bool(self._rules) and (self._always or self._text_prefilter(data) is not None
+                                      or self._json_prefilter(data) is not None)
+
+    def _across(self, lines: Sequence[bytes], budget: Budget) -> dict[int, list[Span]]:
+        """For each line that a match running across a line end touches: the spans of
+        every match on it, cut to the line (a piece after the first is masked whole)."""
+        joined = b"\n".join(lines)
+        if not self._suspect(joined):
+            return {}
+        spans = self._spans(joined, budget)
+        if not any(joined.find(b"\n", s, e) >= 0 for s, e, _ in spans):
+            return {}
+        starts, at = [], 0
+        for ln in lines:
+            starts.append(at)
+            at += len(ln) + 1
+        pieces: dict[int, list[Span]] = {}
+        touched: set[int] = set()
+        for s, e, rep in spans:
+            first = bisect.bisect_right(starts, s) - 1
+            last = bisect.bisect_right(starts, max(s, e - 1)) - 1
+            if last > first:
+                touched.update(range(first, last + 1))
+            for j in range(first, last + 1):
+                lo = max(s, starts[j]) - starts[j]
+                hi = min(e, starts[j] + len(lines[j])) - starts[j]
+                if hi > lo:
+                    pieces.setdefault(j, []).append((lo, hi, rep if j == first else MASK))
+        return {j: pieces.get(j, []) for j in touched}
+
+    def _line(self, line: bytes, budget: Budget) -> bytes:
+        """One line of a raw record: by value when it is JSON, else as text."""
+        try:
+            doc = msgspec.json.decode(line)
+        except msgspec.DecodeError:
+            return self._scan(line, budget) if len(line) >= self._min else line
+        if isinstance(doc, str):
+            s = self._string(doc, budget)
+            if s is not doc:
+                return msgspec.json.encode(s)
+        elif isinstance(doc, (dict, list)) and self._walk(doc, budget):
+            return msgspec.json.encode(doc)
+        return line
+
+    @property
+    def redacts_dead_letters(self) -> bool:
+        """Whether dead letters are redacted (rules on, and no
+        CANONFLOW_DEADLETTER_ORIGINAL)."""
+        return bool(self._rules) and not self.deadletter_original
+
+    def dead_letter(self, letter: DeadLetter, *, redacted: bytes | None = None,
+                    record: bytes | None = None) -> DeadLetter:
+        """`letter` with its value redacted (`redacted`, when the caller redacted it
+        with the lines around it: `redact_lines`), the original value's size and
+        SHA-256, and the SHA-256 of the raw `record` it comes from (`value` when None):
+        an operator finds and checks the record in its raw topic with them. `letter`
+        itself when nothing matched or CANONFLOW_DEADLETTER_ORIGINAL keeps originals."""
+        if not self.redacts_dead_letters:
             return letter
-        value = self.redact_record(letter.value)
-        if value is letter.value:
+        value = self.redact_record(letter.value) if redacted is None else redacted
+        if value == letter.value:
             return letter
+        original = letter.value
         return msgspec.structs.replace(
-            letter, value=value, valueBytes=len(letter.value),
-            valueSha256=hashlib.sha256(letter.value).hexdigest(),
+            letter, value=value, valueBytes=len(original),
+            valueSha256=hashlib.sha256(original).hexdigest(),
+            recordSha256=hashlib.sha256(original if record is None else record).hexdigest(),
             reason=letter.reason + " [value redacted: valueBytes and valueSha256 are the "
-                                   "original record's]")
+                                   "original value's, recordSha256 the raw record's]")
 
     # -- settings ------------------------------------------------------------
 
@@ -506,6 +583,97 @@ class Redactor:
             _warn_original()
         return cls(patterns, load_hook(hook_name) if hook_name else None, budget=budget,
                    deadletter_original=original)
+
+
+class LetterRun:
+    """Dead letters of records of one line each that follow one another (the lines of a
+    file `canonflow replay` or `import` reads), redacted together as the lines of one
+    record are (`Redactor.redact_lines`): a private key printed over many lines has each
+    of its lines dead-lettered alone, and every one of them masked. A run ends at a
+    record that is not dead-lettered, at `end()`, or past RUN_BYTES held (the last
+    CONTEXT_LINES of it then stay as context for the next letters). When the redactor
+    keeps dead letters as they are, each is written at once."""
+
+    RUN_BYTES = 4 << 20
+    CONTEXT_LINES = 256  # a private key's body has fewer lines
+
+    def __init__(self, redactor: Redactor, write: Callable[[DeadLetter], None]):
+        self.redactor = redactor
+        self.write = write
+        self._letters: list[DeadLetter] = []
+        self._context: list[bytes] = []
+        self._held = 0
+
+    def add(self, letters: Sequence[DeadLetter]) -> None:
+        if not self.redactor.redacts_dead_letters:
+            for d in letters:
+                self.write(d)
+            return
+        self._letters += letters
+        self._held += sum(len(d.value) for d in letters)
+        if self._held > self.RUN_BYTES:
+            self._flush(keep=True)
+
+    @property
+    def held(self) -> bool:
+        """Whether letters wait for the run to end."""
+        return bool(self._letters)
+
+    def end(self) -> None:
+        """Write the letters held (the run is over)."""
+        self._flush(keep=False)
+
+    def _flush(self, keep: bool) -> None:
+        if not self._letters:
+            self._context = self._context if keep else []
+            return
+        lines = self._context + [d.value for d in self._letters]
+        first = len(self._context)
+        redacted = self.redactor.redact_lines(lines, range(first, len(lines)))
+        for d, value in zip(self._letters, redacted[first:], strict=True):
+            self.write(self.redactor.dead_letter(d, redacted=value))
+        self._context = lines[-self.CONTEXT_LINES:] if keep else []
+        self._letters, self._held = [], 0
+
+
+class DeadLines:
+    """The lines of each session's last records that had dead letters, the context of
+    the next ones' redaction in the worker: a file produced one line a record that holds
+    a private key makes a dead letter of each line, and only the lines before a body
+    line (its BEGIN header) say it is one. A session's record without a dead letter
+    ends its run. Kept in memory only (a worker that restarts starts without), at most
+    CONTEXT_LINES lines and CONTEXT_BYTES a session, for the last SESSIONS sessions."""
+
+    CONTEXT_LINES = 256
+    CONTEXT_BYTES = 16 << 10  # a private key of 8,192 bits is ~6.5 KB of PEM
+    SESSIONS = 1024
+
+    def __init__(self, redactor: Redactor):
+        self.redactor = redactor
+        self._kept: dict[bytes, list[bytes]] = {}
+
+    def redact(self, session: bytes, lines: Sequence[bytes], which: Iterable[int]
+               ) -> list[bytes]:
+        """`lines` (one record's) redacted after the session's kept lines
+        (`Redactor.redact_lines`, `which` of them); they are kept in turn."""
+        context = self._kept.pop(session, [])
+        joined = context + list(lines)
+        out = self.redactor.redact_lines(joined, [len(context) + i for i in which])
+        kept, size = [], 0
+        for line in reversed(joined[-self.CONTEXT_LINES:]):
+            size += len(line) + 1
+            if size > self.CONTEXT_BYTES:
+                break
+            kept.append(line)
+        self._kept[session] = kept[::-1]
+        if len(self._kept) > self.SESSIONS:
+            del self._kept[next(iter(self._kept))]  # the least recently used
+        return out[len(context):]
+
+    def end(self, session: bytes) -> None:
+        """The session's record had no dead letter: its run is over."""
+        if self._kept:
+            self._kept.pop(session, None)
 
 
 _TRUE = ("on", "true", "1", "yes")

@@ -54,6 +54,17 @@ _DQ = r'"(?P<{0}>(?:[^"\\\r\n]|\\[^\r\n])+)"'
 _EQ = r'\\"(?P<{0}>(?:[^"\\\r\n]|\\[^"\r\n])+)\\"'
 _SQ = r"'(?P<{0}>[^'\r\n]+)'"
 
+# JSON held in text: a member whose name says secret and whose value is an array or an
+# object (level 0: JSON text; level 1: JSON held in a JSON string, its quotes written \"),
+# or whose name holds a JSON escape (decoded, then checked: secret_member). The group
+# marks where the value starts; the redactor masks the whole value (compiled.value_end).
+_MEMBER = "(?i:" + "|".join(sorted((re2.escape(w) for w in SECRET_WORDS + ("authorization",)),
+                                   key=len, reverse=True)) + ")"
+_WS0 = r"[ \t\r\n]*"
+_WS1 = r"(?:[ \t]|\\[rnt])*"
+_NAME0 = r'(?:[^"\\\r\n]|\\[^\r\n])'
+_NAME1 = r'(?:[^"\\\r\n]|\\\\|\\[^"\\\r\n])'
+
 # A private key's base64 body: runs of base64 separated by whitespace or by escaped
 # line ends (`\n` as two characters: a key inside a JSON string or a .env file).
 _PEM_HEAD = r"-----BEGIN[ A-Z0-9_-]*PRIVATE KEY(?: BLOCK)?-----"
@@ -132,6 +143,14 @@ RULES: tuple[Rule, ...] = (
          + f"|(?P<s13>{_UNQ_CHAR}{{4,}})))",
          "gitleaks generic-api-key, hashicorp-tf-password; detect-secrets KeywordDetector, "
          "AzureStorageKeyDetector (names must end with the keyword)"),
+    Rule("secret-json-value",
+         _MEMBER + '"' + _WS0 + ":" + _WS0 + r"(?P<v1>[\[{])"
+         + "|" + _MEMBER + r'\\"' + _WS1 + ":" + _WS1 + r"(?P<w1>[\[{])"
+         + "|" + r'\\"(?P<m1>' + _NAME1 + r"*?\\\\u[0-9A-Fa-f]{4}" + _NAME1 + r'*?)\\"'
+         + _WS1 + ":" + _WS1 + r'(?P<w2>\\"|[^ \t\r\n\\])'
+         + "|" + r'"(?P<n1>' + _NAME0 + r"*?\\u[0-9A-Fa-f]{4}" + _NAME0 + r'*?)"'
+         + _WS0 + ":" + _WS0 + r"(?P<v2>[^ \t\r\n])",
+         "JSON members as the JSON-aware path reads them (secret_member), in text"),
     # --password x, --api-key "x", -storepass x, -p'x', mysql -pSECRET, sshpass -p x
     Rule("cli-password",
          r"--[A-Za-z0-9_-]*" + _WORD

@@ -19,7 +19,7 @@ from array import array
 from collections.abc import Callable, Iterator
 from typing import IO, Any
 
-from pipeline.privacy.redact import Redactor
+from pipeline.privacy.redact import LetterRun, Redactor
 from pipeline.tools.replay import ChatView, Replayer, View
 from pipeline.transcripts.discovery import Found, Kind, load_kinds, locate
 from pipeline.transcripts.sources import (
@@ -178,6 +178,8 @@ def _translate(order: list[tuple[str, str]], sessions: Spilled, names: dict[Any,
                include_raw: bool, view: View, errors: list[str]) -> None:
     redactor = Redactor.from_env()
     publish = redactor.publisher()
+    # dead records that follow one another redacted together (a private key, line by line)
+    letters = LetterRun(redactor, lambda d: err.write(encode_deadletter(d) + b"\n"))
     for args in sessions.long_lines:  # one dead letter each, as the shipper sends it
         err.write(encode_deadletter(long_line_letter(*args, redact=redactor.dead_letter))
                   + b"\n")
@@ -198,6 +200,8 @@ def _translate(order: list[tuple[str, str]], sessions: Spilled, names: dict[Any,
         sid = names[key]
         for number, value in sessions.records(key):
             events, dead = rep.feed(sid, number, value, "native", time_ms=NO_TIME)
+            if (events or not dead) and letters.held:
+                letters.end()  # the dead records before it first
             for ev in events:
                 data, published = publish(ev)
                 if chat is None:
@@ -205,8 +209,8 @@ def _translate(order: list[tuple[str, str]], sessions: Spilled, names: dict[Any,
                 elif published is not None:  # None: a redaction hook made it undecodable
                     for record in chat.feed(published):
                         out.write(encode_chat(record) + b"\n")
-            for d in dead:
-                err.write(encode_deadletter(redactor.dead_letter(d)) + b"\n")
+            letters.add(dead)
+        letters.end()
         # the session is done (its records are all read): what was kept of it goes
         rep.forget(sid)
         if chat is not None:

@@ -18,7 +18,7 @@ import msgspec
 
 from adapters import Line, MemorySpool, Session, Translator, get, new_session, translate_record
 from adapters.projections.chat import ChatState, project_next
-from pipeline.privacy.redact import Redactor
+from pipeline.privacy.redact import LetterRun, Redactor
 from pipeline.settings import item_cap_from_env
 from topics.catalog import raw_topic
 from topics.chat import encode_chat
@@ -234,6 +234,9 @@ def replay(provider: str, inputs: Iterable[tuple[str, IO[bytes]]], out: IO[bytes
     rep = Replayer(provider, include_raw=include_raw, hold=redactor.hold)
     chat = ChatView() if view == "chat" else None
     write = _chat_writer(out, redactor, chat) if chat is not None else _event_writer(out, redactor)
+    # dead letters redacted as the worker's are (CANONFLOW_DEADLETTER_ORIGINAL), the
+    # dead lines that follow one another together (a private key, line by line)
+    letters = LetterRun(redactor, lambda d: err.write(encode_deadletter(d) + b"\n"))
     dead_count = 0
     offset = 0  # one running position across files: a session may span several
     feed = rep.feed
@@ -254,15 +257,16 @@ def replay(provider: str, inputs: Iterable[tuple[str, IO[bytes]]], out: IO[bytes
             for raw in lines:
                 offset += 1
                 evs, dead = feed(sid, offset, raw, fmt)
+                if (evs or not dead) and letters.held:
+                    letters.end()  # the letters of the lines before it first
                 events += evs
                 if dead:  # the events before it first: out and err keep their order
                     write(events)
                     events = []
-                    for d in dead:  # redacted as the worker's are (CANONFLOW_DEADLETTER_ORIGINAL)
-                        err.write(encode_deadletter(redactor.dead_letter(d)))
-                        err.write(b"\n")
+                    letters.add(dead)
                     dead_count += len(dead)
             write(events)
+        letters.end()
         left[sid] -= 1
         if not left[sid]:
             rep.forget(sid)

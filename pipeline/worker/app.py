@@ -17,7 +17,9 @@ are not acknowledged and its states not stored meanwhile, and /health says degra
 Every agent counts what it did per batch into `pipeline.ops.metrics` (served with
 /health by `pipeline.ops.web`). Idle sessions are closed by a timer of each agent
 (pipeline.worker.idle), and sessions that wait too long on the model, a tool or an
-approval are said to be stalled by another (pipeline.worker.stall).
+approval are said to be stalled by another (pipeline.worker.stall). The source watch
+(pipeline.worker.watch) checks the worker's topics and read positions for /health, and
+repairs what a broker that lost its storage left behind.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from pipeline.worker.normalize import Normalizer, internal_error
 from pipeline.worker.output import STOP_POLL_SECONDS, Abandoned, OutputProducer
 from pipeline.worker.owed import Owed
 from pipeline.worker.stall import add_stall_watch
+from pipeline.worker.watch import add_source_watch
 from topics.catalog import CANONICAL_TOPIC, CHAT_TOPIC, DEADLETTER_TOPIC, raw_topic
 
 log = logging.getLogger("canonflow")
@@ -127,6 +130,7 @@ def create_app(settings: Settings) -> faust.App:
                                                          fleet)
     install_web(app, settings, metrics, health,
                 {name: partial(local_size, t) for name, t in tables.items()}, sink.probe)
+    add_source_watch(app, settings, health, sink)
     return app
 
 

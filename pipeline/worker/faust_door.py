@@ -80,6 +80,13 @@ the measurement or the issue that justifies it:
    only one that waits is raced against the flow's suspension, as before. Faust's
    tasks ran the callback's first step too, whatever the flow's state, so what runs
    is the same, one loop turn earlier.
+11. A read position reset to the partition's start (`rewind`): when the broker made a
+   source topic again below the position (pipeline.ops.progress), the position goes to
+   the new log's start, and Faust's books of the partition are emptied as a revocation
+   empties them: its committed and read offsets, its acknowledged offsets and gaps.
+   Faust takes an acknowledgement below the committed offset for a copy and drops it,
+   so with the old books the new log's records would never be committed, and Faust's
+   shutdown would wait for them forever.
 """
 
 from __future__ import annotations
@@ -401,6 +408,23 @@ def _rewind_uncommitted(consumer: Any, is_changelog: Any) -> None:
 
     consumer.perform_seek = perform_seek
     consumer._rewinds_uncommitted = True
+
+
+async def rewind(app: Any, tps: Iterable[Any]) -> None:
+    """Reset the fetch position of each of `tps` to its partition's start, with Faust's
+    books of it (11 above)."""
+    consumer = app.consumer
+    tps = list(tps)
+    for tp in tps:
+        consumer._committed_offset.pop(tp, None)
+        consumer._read_offset.pop(tp, None)
+        consumer._acked.pop(tp, None)
+        consumer._acked_index.pop(tp, None)
+        consumer._gap.pop(tp, None)
+        app.monitor.tp_committed_offsets.pop(tp, None)
+        app.monitor.tp_read_offsets.pop(tp, None)
+    await consumer._thread.seek_to_beginning(  # on the consumer's thread, as in 1b
+        *(TopicPartition(tp.topic, tp.partition) for tp in tps))
 
 
 def _drop_local(table: Any, partitions: Iterable[int]) -> None:

@@ -36,7 +36,7 @@ from adapters.core import DEFAULT_ITEM_CAP, Emitter, close_session
 from adapters.projections.chat import SPOOL_PREFIX as CHAT_SPOOL_PREFIX
 from adapters.projections.chat import ChatState, project_next
 from adapters.projections.summary import summarize
-from pipeline.privacy.redact import Redactor
+from pipeline.privacy.redact import DeadLines, Redactor
 from pipeline.worker.waits import Watch, open_requests, waiting_on
 from topics.canonical import (
     RuntimeWarningEvent,
@@ -242,6 +242,7 @@ class Normalizer:
         self.headers = Headers(app_id, provider)  # CloudEvents, on every published record
         self.redactor = redactor if redactor is not None else Redactor.from_env()
         self._publish = self.redactor.record_publisher()
+        self._dead_lines = DeadLines(self.redactor)  # context of the next dead letters
         self.topic = raw_topic(provider)
         self.translator: Translator[Any] = get(provider)
         self.include_raw = include_raw
@@ -293,8 +294,10 @@ class Normalizer:
         time_ms = t if t is not None else timestamp_ms
         said: Origin | UnsetType = origin if origin is not None else UNSET  # what dead letters say
 
-        def dead(reason: str, cls: str, data: bytes, line: int | None = None) -> bytes:
-            return self._dead(key, partition, offset, said, time_ms, reason, cls, data, line)
+        def dead(reason: str, cls: str, data: bytes, line: int | None = None,
+                 redacted: bytes | None = None) -> bytes:
+            return self._dead(key, partition, offset, said, time_ms, reason, cls, data, line,
+                              redacted, value)
 
         if not key:  # None or b"": records of every sandbox would merge into one session
             return Output(None, [], [dead("record has no key (the key must be the session id)",
@@ -345,11 +348,21 @@ class Normalizer:
         out = self._published(events, entry.chat, key, partition, offset, said, time_ms, spool)
         kept = summarize(entry.summary, out.shown) if self.summaries else None
         producers = advanced(entry.producers, rid) if rid is not None else entry.producers
+        # a failed line is redacted with the record's other lines around it, and the
+        # session's dead lines before: a private key that fails line by line is masked
+        # in every line of it
+        redacted = None
+        if not failures:
+            self._dead_lines.end(key)
+        elif self.redactor.redacts_dead_letters:
+            redacted = self._dead_lines.redact(key, [ln.data for ln in lines],
+                                               [f.line for f in failures if f.data])
         return Output(
             self._encode_state(SessionEntry(new, out.chat_state, watch, kept, producers)),
             out.records,
-            [dead(str(f.error), self._error_class(f.error), f.data, f.line) for f in failures]
-            + out.dead,
+            [dead(str(f.error), self._error_class(f.error), f.data, f.line,
+                  redacted[f.line] if redacted is not None and f.data else None)
+             for f in failures] + out.dead,
             chat=out.chat, record_headers=out.record_headers, chat_headers=out.chat_headers,
             summary=(kept, out.shown[-1], False) if kept is not None and events else None,
             waiting=waiting,
@@ -500,7 +513,8 @@ class Normalizer:
 
     def _dead(self, key: bytes | None, partition: int, offset: int,
               origin: Origin | UnsetType, time_ms: int | None, reason: str, cls: str, data: bytes,
-              line: int | None = None) -> bytes:
+              line: int | None = None, redacted: bytes | None = None,
+              record: bytes | None = None) -> bytes:
         letter = DeadLetter(
             topic=self.topic, partition=partition, offset=offset, provider=self.provider,
             key=key.decode("utf-8", "replace") if key is not None else None,
@@ -508,9 +522,12 @@ class Normalizer:
             line=line if line is not None else UNSET, origin=origin,
             timestampMs=time_ms if time_ms is not None else UNSET)
         # agents.deadletter keeps letters for 30 days: secrets in the record are
-        # redacted (the original's size and SHA-256 kept, the record itself is in the
-        # raw topic for its 3 days), unless CANONFLOW_DEADLETTER_ORIGINAL says otherwise
-        return dead_letter_bytes(self.redactor.dead_letter(letter), self.max_message_bytes)
+        # redacted (the original's size and SHA-256 kept, and the raw record's, which is
+        # in the raw topic for its 3 days), unless CANONFLOW_DEADLETTER_ORIGINAL says
+        # otherwise; `redacted`: the line as redacted with the record's other lines
+        return dead_letter_bytes(self.redactor.dead_letter(letter, redacted=redacted,
+                                                           record=record),
+                                 self.max_message_bytes)
 
 
 class _Published:

@@ -103,8 +103,14 @@ class OutputProducer:
 
     async def probe(self) -> None:
         """Ask the cluster for its metadata. Raises (a Kafka error) when no broker answers."""
+        await self.topics()
+
+    async def topics(self) -> dict[str, int]:
+        """The cluster's topics and their partition counts, from its metadata. Raises (a
+        Kafka error) when no broker answers."""
         producer = await self.get()
-        await producer.client.fetch_all_metadata()
+        cluster = await producer.client.fetch_all_metadata()
+        return {t: len(cluster.partitions_for_topic(t) or ()) for t in cluster.topics()}
 
     async def publish(self, items: Sequence[Record], agent: str, *, exact_ends: bool = False
                       ) -> dict[tuple[str, int], int]:

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import IO
 
+from pipeline.cluster.admin import unreachable
 from pipeline.cluster.broker import EmbeddedBroker, die_with_parent, stop_process
 from pipeline.settings import Settings, child_env
 
@@ -163,7 +164,7 @@ async def _ensure_topics_waiting(settings: Settings, say: Callable[[str], None]
             try:
                 return creating.result()
             except Exception as e:
-                if not _unreachable(e):
+                if not unreachable(e):
                     raise
                 error = str(e) if str(e).startswith(type(e).__name__) else \
                     f"{type(e).__name__}: {e}".rstrip(": ")
@@ -186,15 +187,6 @@ async def _until(task: asyncio.Future[object], stop: asyncio.Future[int]) -> Non
         with contextlib.suppress(BaseException):
             await task
         raise Stopped(stop.result())
-
-
-def _unreachable(error: BaseException) -> bool:
-    """Does `error` say that no broker answered (yet), rather than that one refused?"""
-    from aiokafka.errors import KafkaError, KafkaTimeoutError
-
-    if isinstance(error, KafkaError):
-        return bool(error.retriable) or isinstance(error, KafkaTimeoutError)
-    return isinstance(error, OSError | TimeoutError)
 
 
 #: Seconds between two log lines of the same shape (Repeats): during a broker outage

@@ -125,6 +125,19 @@ def _cases() -> list[Case]:
              ("834211009",)),
         Case("openai-key", "OPENAI_API_KEY=sk-proj-" + (o1 := chars(48, _ALNUM + "_-")),
              ("sk-proj-" + o1,)),
+        # JSON printed as text: a secret name's array or object value; a name written
+        # with a JSON escape (it says secret once decoded)
+        Case("json-array-password",
+             'config: {"user": "app", "password": ["' + (j1 := chars(15)) + '", ' + (j2 := "7" + chars(9, "0123456789")) + "]}",
+             (j1, j2)),
+        Case("json-object-secret",
+             '{\n  "client_secret": {\n    "value": "' + (j3 := chars(20)) + '",\n    "rotated": 3\n  }\n}',
+             (j3,)),
+        Case("json-escaped-name", 'creds {"pass\\u0077ord": "' + (j4 := chars(16)) + '", "user": "ci"}',
+             (j4,)),
+        Case("json-escaped-name-array",
+             '{"db": {"API\\u005fKEY": ["' + (j5 := chars(24)) + '", {"old": "' + (j6 := chars(18)) + '"}]}}',
+             (j5, j6)),
     ]
 
 

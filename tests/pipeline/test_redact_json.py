@@ -150,3 +150,53 @@ def _check_masked(value: Any, got: Any) -> None:
         assert list(got) == list(value)
         for k in value:
             _check_masked(value[k], got[k])
+
+
+# -- arrays, objects and escaped names ----------------------------------------------
+
+ESCAPED = [r'"pass\u0077ord"', r'"p\u0061ssword"', r'"API\u005fKEY"', r'"\u0074oken"',
+           r'"client_secre\u0074"', r'"Authorizatio\u006e"']
+
+
+def test_json_text_masks_a_secret_members_array_or_object_whole_and_stays_json():
+    r = Redactor.from_env({})
+    doc = {"user": "app", "password": ["s3cr3t-one", 42], "client_secret": {"v": "s3cr3t-two"},
+           "keep": [1, {"a": "b]"}]}
+    text = json.dumps(doc, indent=2)  # over lines, as a tool prints it
+    out = json.loads(r.redact_text(text.encode()))
+    assert out == {"user": "app", "password": _MASKED, "client_secret": _MASKED,
+                   "keep": [1, {"a": "b]"}]}
+    # JSON held in a JSON string (an echo of it, a record cut short): its quotes escaped
+    held = json.dumps({"cmd": "echo " + json.dumps(doc)}).encode()
+    inner = json.loads(json.loads(r.redact_text(held))["cmd"][5:])
+    assert inner["password"] == inner["client_secret"] == _MASKED and inner["keep"] == doc["keep"]
+
+
+def test_a_secret_members_value_cut_short_is_masked_to_the_end():
+    r = Redactor.from_env({})
+    assert r.redact_text(b'{"id": 1, "token": {"a": ["x1y2z3w4", "q') == b'{"id": 1, "token": "[REDACTED]"'
+
+
+def test_a_name_with_a_json_escape_is_read_decoded_in_text_events_and_raw_records():
+    r = Redactor.from_env({})
+    for name in ESCAPED:
+        assert secret_member(json.loads(name))
+        text = ("{" + name + ': "hunter2-secret", "n": ' + name + "}").encode()
+        # as text (JSON printed by a tool), and held in a JSON string
+        assert b"hunter2" not in r.redact_text(text), name
+        assert b"hunter2" not in r.redact_text(json.dumps({"o": text.decode()}).encode()), name
+        # a raw record (a dead letter) whose only secret is the escaped name: scanned
+        record = b'{"type": "x", "cfg": ' + text + b"}"
+        out = r.redact_record(record)
+        assert b"hunter2" not in out and json.loads(out)["cfg"]["n"] == json.loads(name), name
+        # an event: its JSON decoded, so its name is read as the consumer reads it
+        event = msgspec.json.encode({"type": "x", "payload": {"raw": msgspec.Raw(text)}})
+        assert b"hunter2" not in r.apply(event), name
+
+
+def test_names_that_only_look_secret_keep_their_values():
+    r = Redactor.from_env({})
+    for text in [b'{"tokens": [1, 2], "inputTokens": {"n": 1}, "caf\\u00e9": {"a": "b"}}',
+                 b'{"passwords_count": [3], "\\u0070ath": ["/usr/bin"]}']:
+        assert r.redact_text(text) == text
+        assert r.redact_record(text) == text

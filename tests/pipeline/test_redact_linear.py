@@ -118,6 +118,9 @@ NEAR_MISSES = [
     "://a:", "://user:pass", "password=", "password: ", '"password": ', 'password="',
     "--password ", "mysql -p", "Bearer ", "Authorization: ", "eyJabcdefghij.eyJ", "sk-",
     "1Q~", "abcdefghijklmnopqrstuvwxyz0123456789+/",
+    # a secret member's value that never ends, nested: each would be read to the end
+    '{"password": [', '{\\"token\\": {', '{"pass\\u0077ord": [', '"caf\\u00e9": 1, ',
+    '{"secret": ["a]", "',
 ]
 
 
