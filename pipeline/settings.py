@@ -255,6 +255,15 @@ def item_cap_from_env(env: Mapping[str, str] | None = None) -> int:
     return from_env({} if raw is None else {"CANONFLOW_ITEM_CAP": raw}).item_cap
 
 
+def idle_timeout_from_env(env: Mapping[str, str] | None = None) -> float:
+    """CANONFLOW_IDLE_TIMEOUT, checked as `from_env` checks it, alone (as
+    `item_cap_from_env`): `import` closes a session file quiet for that long as the
+    worker closes an idle session. Raises ValueError for a bad value."""
+    env = os.environ if env is None else env
+    raw = env.get("CANONFLOW_IDLE_TIMEOUT")
+    return from_env({} if raw is None else {"CANONFLOW_IDLE_TIMEOUT": raw}).idle_timeout
+
+
 def include_raw_from_env(env: Mapping[str, str] | None = None) -> bool:
     """CANONFLOW_INCLUDE_RAW, checked as `from_env` checks it, alone (as
     `item_cap_from_env`). Raises ValueError for a bad value."""

@@ -18,7 +18,15 @@ sees the group xdist 3.8 writes into a test's node id, pytest-xdist issue #1386.
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+# `canonflow import` closes a session whose file has been quiet for longer than the idle
+# timeout (CANONFLOW_IDLE_TIMEOUT): a checkout's fixture files age, so without this the
+# imports the tests compare would close their last turns on a checkout older than the
+# default timeout and not on a fresh one. Tests of that close set their own timeout.
+os.environ.setdefault("CANONFLOW_IDLE_TIMEOUT", str(10 * 365 * 24 * 3600))
 
 #: The longest modules (one to four minutes each, interpreted, on two cores), longest
 #: first. A name that no longer matches only moves its module back among the others.

@@ -127,9 +127,10 @@ class Session(Stored, Generic[S], frozen=True, kw_only=True):
     when a session's records move to another partition (partitions added to a raw
     topic, sidecars with different partitioners), `marks` keeps each earlier
     partition's watermark, and the move is said in a runtime.warning. `epochMs` is the time of the first record (see
-    event_id). `thread`, `turn` and `open` follow the events emitted (the open turn,
-    open items by id with their type), so a session can be closed without knowing
-    its runtime (close_session). `streams` are the open items' text and output
+    event_id). `thread`, `turn`, `open` and `answered` follow the events emitted (the open
+    turn, open items by id with their type, whether the turn's last item is the agent's
+    completed answer), so a session can be closed without knowing its runtime
+    (close_session). `streams` are the open items' text and output
     streams (Stream), dropped with their item.
     """
 
@@ -148,9 +149,12 @@ class Session(Stored, Generic[S], frozen=True, kw_only=True):
     version: str | None = None  # the runtime's release, once its stream said it
     held: dict[str, Held] = {}  # delta tails held back, by item and stream (Held)
     # the model of the session's last turn (turn.started, model.rerouted): what a turn's
-    # tokens are priced for (adapters.core.pricing). Last, as a field added to a stored
-    # array must be (older states decode unchanged).
+    # tokens are priced for (adapters.core.pricing). Fields added to a stored array go
+    # last (older states decode unchanged).
     model: str | None = None
+    # the open turn's last item is the agent's answer, completed, and nothing opened
+    # since: a turn closed for idleness then completed, not interrupted (close_session)
+    answered: bool = False
 
 
 class Line(Struct, frozen=True):

@@ -126,8 +126,10 @@ _SEEN: Final = 11
 _VERSION: Final = 12
 _HELD: Final = 13
 _MODEL: Final = 14
+_ANSWERED: Final = 15
 fields_in_order(Session, "seq", "watermark", "partition", "clockMs", "epochMs", "thread",
-                "turn", "open", "state", "streams", "marks", "seen", "version", "held", "model")
+                "turn", "open", "state", "streams", "marks", "seen", "version", "held", "model",
+                "answered")
 _decode_json: Final = msgspec.json.Decoder().decode
 # what the payload check raises for a native value an event cannot carry (a ValueError:
 # msgspec's ValidationError; RecursionError: nested deeper than the encoder goes)
@@ -340,8 +342,10 @@ def translate_record(
     s_model: str | None = fields[_MODEL]
     model = _price_turns(events, s_model) if events else s_model
     s_open: dict[str, str] = fields[_OPEN]
+    answered: bool = fields[_ANSWERED]
     if events:
-        thread, turn, open_items = _follow(s_thread, s_turn, s_open, events, out)
+        thread, turn, open_items, answered = _follow(s_thread, s_turn, s_open, answered,
+                                                     events, out)
     else:
         thread, turn, open_items = s_thread, s_turn, s_open
         if first_epoch < 0:
@@ -351,7 +355,7 @@ def translate_record(
         _Session(seq=out.seq, watermark=offset, partition=partition, clockMs=out.clock_ms,
                 epochMs=epoch, thread=thread, turn=turn, open=open_items, state=state,
                 streams=out.streams, marks=marks, version=_version_of(events, s_version),
-                held=out.held, model=model,
+                held=out.held, model=model, answered=answered,
                 seen=tuple(seen[-DEDUPE_KEPT:]) if len(seen) > len(s_seen) else s_seen),
         events,
         failures,
@@ -392,9 +396,10 @@ def _price_turns(events: list[_Event], model: str | None) -> str | None:
 
 
 def _follow(thread: str | None, turn: str | None, open_items: dict[str, str],
-            events: list[_Event], out: Emitter
-            ) -> tuple[str | None, str | None, dict[str, str]]:
-    """The open thread, turn and items (the session's `thread`, `turn` and `open`) after
+            answered: bool, events: list[_Event], out: Emitter
+            ) -> tuple[str | None, str | None, dict[str, str], bool]:
+    """The open thread, turn and items, and whether the turn's last item is the agent's
+    completed answer (the session's `thread`, `turn`, `open` and `answered`) after
     `events` (for close_session); the streams of the items they completed are closed
     (an adapter that took an item's text or output has closed them already)."""
     copied = False
@@ -410,29 +415,39 @@ def _follow(thread: str | None, turn: str | None, open_items: dict[str, str],
             if kind == _OPENS_ITEM:
                 open_items[item] = ev.payload.itemType  # type: ignore[attr-defined]
                 completed.pop(item, None)  # started again later in the record: streams live
+                answered = False
             else:
                 open_items.pop(item, None)
                 completed[item] = None
+                p = ev.payload  # type: ignore[attr-defined]
+                answered = p.itemType == "assistant_message" and p.status == "completed"
         elif kind == _OPENS_TURN:
             turn = ev.turnId if isinstance(ev.turnId, str) else turn
             thread = ev.threadId if isinstance(ev.threadId, str) else thread
+            answered = False
         elif kind == _CLOSES_TURN:
-            turn = None
+            turn, answered = None, False
         elif kind == _OPENS_THREAD and isinstance(ev.threadId, str):
             thread = ev.threadId
     if out.streams:
         for item in completed:
             out.drop_item(item)
-    return thread, turn, open_items
+    return thread, turn, open_items, answered
 
 
 def close_session(translator: Translator[Any], session: Session[Any], session_id: str, *,
                   time_ms: int, reason: str = "idle", spool: Spool | None = None
                   ) -> list[_Event]:
     """Synthetic events that close a session nobody will continue: every open item
-    completed as failed, the open turn completed as interrupted, then session.exited.
-    The chunks of its open streams are dropped from `spool`. The caller then forgets
-    the session's state (no consumer waits forever)."""
+    completed as failed, the open turn completed, then session.exited. The chunks of its
+    open streams are dropped from `spool`. The caller then forgets the session's state
+    (no consumer waits forever).
+
+    The open turn completes as `completed` when its last item is the agent's answer,
+    completed, and nothing is open: the runtime said all it had to say, only its end was
+    never written (a transcript keeps no turn end; a process killed after its answer).
+    Otherwise something was cut short (an answer still streaming, a tool running, a
+    question unanswered): `interrupted`."""
     out = Emitter(translator.provider, session_id, session.seq, time_ms, False,
                   translator.raw_source, max(session.epochMs, 0), session.streams, spool)
     for key in list(session.streams):
@@ -448,8 +463,10 @@ def close_session(translator: Translator[Any], session: Session[Any], session_id
                                             detail=detail),
                  synthetic=True, thread=thread, turn=turn, item=item_id)
     if session.turn is not None:
-        out.emit(TurnCompleted, TurnCompletedPayload(state="interrupted", errorMessage=detail),
-                 synthetic=True, thread=thread, turn=turn)
+        done = session.answered and not session.open
+        out.emit(TurnCompleted, TurnCompletedPayload(
+            state="completed" if done else "interrupted",
+            errorMessage=UNSET if done else detail), synthetic=True, thread=thread, turn=turn)
     out.emit(SessionExited, SessionExitedPayload(reason=reason, recoverable=True,
                                                  exitKind="graceful"),
              synthetic=True, thread=thread)

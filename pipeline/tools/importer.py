@@ -13,13 +13,16 @@ or, for a database, in its TABLES order. Byte-identical on every run.
 
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
+import time
 from array import array
 from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 from pipeline.privacy.redact import LetterRun, Redactor
+from pipeline.settings import idle_timeout_from_env
 from pipeline.tools.replay import ChatView, Replayer, View
 from pipeline.transcripts.discovery import Found, Kind, load_kinds, locate
 from pipeline.transcripts.sources import (
@@ -52,6 +55,8 @@ class Spilled:
             raise SpillError(f"cannot make a temporary file for the records ({e}); set "
                              "TMPDIR to a directory with room") from None
         self.end = 0
+        #: (provider, session id) -> the last time one of its files changed (epoch s)
+        self.modified: dict[tuple[str, str], float] = {}
         #: (provider, session id) -> (number, offset, size) of each of its records
         self.index: dict[tuple[str, str], array[int]] = {}
         #: the lines too long to ship (long_line_letter's arguments), in read order
@@ -109,6 +114,7 @@ def _read_into(out: Spilled, found: list[Found], errors: list[str], limit: int) 
             root = f.root or None
             src = Database(f.path, f.kind, root=root) if f.db else \
                 FileSource(f.path, f.kind, root=root)
+            changed = _changed(f.path, f.db)
             bases: dict[tuple[str, str], int] = {}
             n = 0  # the file's lines so far
             more = True
@@ -127,6 +133,7 @@ def _read_into(out: Spilled, found: list[Found], errors: list[str], limit: int) 
                                                mark.pos - value.raw_size, value))
                         continue
                     key = (f.kind.provider, session)
+                    out.modified[key] = max(out.modified.get(key, 0.0), changed)
                     if f.db:  # the row's number in its session
                         out.add(key, out.last_number(key) + 1, value)
                     else:  # its line number, after the lines of the session's earlier files
@@ -141,6 +148,14 @@ def _read_into(out: Spilled, found: list[Found], errors: list[str], limit: int) 
         finally:
             if f.db and src is not None:
                 src.close()
+
+
+def _changed(path: str, db: bool) -> float:
+    """When a session's file last changed (a database's: its -wal's too)."""
+    times = [os.stat(path).st_mtime]
+    if db and os.path.exists(path + "-wal"):
+        times.append(os.stat(path + "-wal").st_mtime)
+    return max(times)
 
 
 def run_import(paths: list[str], out: IO[bytes], err: IO[bytes], *, runtime: str | None = None,
@@ -178,6 +193,8 @@ def _translate(order: list[tuple[str, str]], sessions: Spilled, names: dict[Any,
                include_raw: bool, view: View, errors: list[str]) -> None:
     redactor = Redactor.from_env()
     publish = redactor.publisher()
+    idle_s = idle_timeout_from_env()
+    now = time.time()
     # dead records that follow one another redacted together (a private key, line by line)
     letters = LetterRun(redactor, lambda d: err.write(encode_deadletter(d) + b"\n"))
     for args in sessions.long_lines:  # one dead letter each, as the shipper sends it
@@ -198,10 +215,8 @@ def _translate(order: list[tuple[str, str]], sessions: Spilled, names: dict[Any,
         if rep is None:
             continue
         sid = names[key]
-        for number, value in sessions.records(key):
-            events, dead = rep.feed(sid, number, value, "native", time_ms=NO_TIME)
-            if (events or not dead) and letters.held:
-                letters.end()  # the dead records before it first
+
+        def write(events: list[Any]) -> None:
             for ev in events:
                 data, published = publish(ev)
                 if chat is None:
@@ -209,10 +224,21 @@ def _translate(order: list[tuple[str, str]], sessions: Spilled, names: dict[Any,
                 elif published is not None:  # None: a redaction hook made it undecodable
                     for record in chat.feed(published):
                         out.write(encode_chat(record) + b"\n")
+
+        for number, value in sessions.records(key):
+            events, dead = rep.feed(sid, number, value, "native", time_ms=NO_TIME)
+            if (events or not dead) and letters.held:
+                letters.end()  # the dead records before it first
+            write(events)
             letters.add(dead)
         letters.end()
-        # the session is done (its records are all read): what was kept of it goes
-        rep.forget(sid)
+        # the session is done (its records are all read): what was kept of it goes. A
+        # file quiet for longer than the idle timeout is over: the session is closed as
+        # the worker's idle close closes it (its last turn ends, the session exits)
+        if now - sessions.modified.get(key, now) > idle_s:
+            write(rep.close(sid, idle_ms=int(idle_s * 1000)))
+        else:
+            rep.forget(sid)
         if chat is not None:
             chat.forget(sid)
     out.flush()

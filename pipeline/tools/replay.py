@@ -16,7 +16,16 @@ from typing import IO, Any, Literal
 
 import msgspec
 
-from adapters import Line, MemorySpool, Session, Translator, get, new_session, translate_record
+from adapters import (
+    Line,
+    MemorySpool,
+    Session,
+    Translator,
+    close_session,
+    get,
+    new_session,
+    translate_record,
+)
 from adapters.projections.chat import ChatState, project_next
 from pipeline.privacy.redact import LetterRun, Redactor
 from pipeline.settings import item_cap_from_env
@@ -153,6 +162,20 @@ class Replayer:
         self.sessions.pop(session_id, None)
         self.producers.pop(session_id, None)
         self.spool.drop_session(session_id)
+
+    def close(self, session_id: str, *, idle_ms: int) -> list[Any]:
+        """The events that close a session nobody continues, as the worker's idle close
+        gives them (adapters.close_session: its open items failed, its open turn
+        completed or interrupted, session.exited), at its last record's time plus
+        `idle_ms`; then the session is forgotten. No events for a session never fed."""
+        session = self.sessions.get(session_id)
+        events: list[Any] = []
+        if session is not None and session.seq > 0:
+            at = session.clockMs + idle_ms if session.clockMs > 0 else idle_ms
+            events = close_session(self.translator, session, session_id, time_ms=at,
+                                   reason="idle", spool=self.spool)
+        self.forget(session_id)
+        return events
 
     def _dead(self, session_id: str, offset: int, data: bytes, cls: str, reason: str,
               origin: Any = msgspec.UNSET) -> DeadLetter:

@@ -54,6 +54,7 @@ def add_idle_expiry(app: Any, settings: Settings, name: str, tables: Tables,
     tombstone follows the summary at once."""
     table = tables.sessions
     retention_ms = int(settings.sessions_retention * 1000)
+    idle_ms = int(settings.idle_timeout * 1000)
     chunk = 500  # sessions: 1,500 to 3,000 records to deliver, made in about 10 ms
 
     async def scan() -> None:
@@ -100,7 +101,8 @@ def add_idle_expiry(app: Any, settings: Settings, name: str, tables: Tables,
                     continue
                 spool = tables.spool()  # its chunks live on the session's partition
                 try:
-                    partition, out = step.expire(stored, key, now_ms=now_ms, spool=spool)
+                    partition, out = step.expire(stored, key, now_ms=now_ms, idle_ms=idle_ms,
+                                                  spool=spool)
                 except Exception:  # an unreadable state is left alone, and said so
                     log.exception("%s: cannot close idle session %r", name, key)
                     continue

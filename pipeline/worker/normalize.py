@@ -261,17 +261,23 @@ class Normalizer:
             return SessionEntry(new_session(self.translator))
         return self._decode_state(stored)
 
-    def expire(self, stored: bytes, key: bytes, *, now_ms: int, reason: str = "idle",
-               spool: Spool | None = None) -> tuple[int, Output]:
+    def expire(self, stored: bytes, key: bytes, *, now_ms: int, idle_ms: int | None = None,
+               reason: str = "idle", spool: Spool | None = None) -> tuple[int, Output]:
         """Close a stored session nobody continues: (its partition, the synthetic
         closing events and their chat records, delete=True); its spooled chunks are
-        dropped from `spool`."""
+        dropped from `spool`.
+
+        With `idle_ms`, the session closed at its last record's time plus `idle_ms` (never
+        after `now_ms`): the time `canonflow import` gives the same close of the same
+        records, so both give the same events."""
         entry = self._decode_state(stored)
         session = entry.session
         spool = spool if spool is not None else MemorySpool()
+        at = now_ms if idle_ms is None or session.clockMs <= 0 else \
+            min(now_ms, session.clockMs + idle_ms)
         events = close_session(self.translator, session, key.decode("utf-8", "replace"),
-                               time_ms=now_ms, reason=reason, spool=spool)
-        out = self._published(events, entry.chat, key, session.partition, -1, "agent", now_ms,
+                               time_ms=at, reason=reason, spool=spool)
+        out = self._published(events, entry.chat, key, session.partition, -1, "agent", at,
                               spool)
         kept = summarize(entry.summary, out.shown) if self.summaries else None
         summary = (kept, out.shown[-1], True) if kept is not None and events else None
