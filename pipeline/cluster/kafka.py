@@ -300,3 +300,23 @@ class KafkaBroker:
     def __exit__(self, et: type[BaseException] | None, e: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.stop()
+
+
+def describe() -> str:
+    """One line naming the Kafka release, where its jars are and the Java that runs it,
+    the jars fetched first if need be. Raises BrokerError (no java, no mvn, Maven failed)."""
+    jars = kafka_jars()
+    java = java_binary()
+    out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60)
+    first = (out.stderr or out.stdout).strip().splitlines()
+    return (f"Apache Kafka {kafka_version()} (jars {jars}; "
+            f"java {java}: {first[0] if first else 'no version'})")
+
+
+if __name__ == "__main__":  # `make test` says which broker its tests run on
+    import sys
+
+    try:
+        print(f"canonflow: tests on {describe()}", flush=True)
+    except BrokerError as e:
+        sys.exit(f"canonflow: {e}")
