@@ -219,12 +219,12 @@ def test_a_batch_left_in_flight_by_a_crash_is_neither_sent_twice_nor_skipped(
 
         with Checkpoint(cp_path) as cp:
             shipper = Shipper(settings, [str(home)], cp, kinds, missing, say=lambda s: None)
-            await shipper._partitions(asyncio.Event())
+            producer = AIOKafkaProducer(**kafka_client_kwargs(settings), max_batch_size=1)
+            await producer.start()
+            await shipper._partitions(asyncio.Event(), producer)
             batch = shipper.poll()
             cp.state.flying = Flying(batch=1, since=shipper.since, files=batch.files)
             cp.save()
-            producer = AIOKafkaProducer(**kafka_client_kwargs(settings), max_batch_size=1)
-            await producer.start()
             half = len(batch.values) // 2
             for i, (topic, key, value) in enumerate(batch.values[:half]):
                 await (await producer.send(topic, value, key=key.encode(), headers=[
