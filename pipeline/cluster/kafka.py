@@ -150,18 +150,20 @@ class KafkaBroker:
     """An Apache Kafka process of our own. Use as a context manager or call start()/stop().
 
     `request_log` turns on Kafka's request logger (every request, with its API version,
-    in the log): what to read when the broker refuses what a client sends."""
+    in the log): what to read when the broker refuses what a client sends. `config`
+    adds or replaces broker settings (server.properties lines)."""
 
     engine = "kafka"
 
     def __init__(self, port: int | None = None, host: str = "127.0.0.1",
                  log_path: str | None = None, heap: str = DEFAULT_HEAP,
-                 request_log: bool = False):
+                 request_log: bool = False, config: dict[str, str] | None = None):
         self.host = host
         self.port = port or free_port(host)
         self.log_path = log_path
         self.heap = heap
         self.request_log = request_log
+        self.config = dict(config or {})
         self.version = kafka_version()
         self.proc: subprocess.Popen[bytes] | None = None
         self.workdir: Path | None = None
@@ -192,6 +194,7 @@ class KafkaBroker:
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
             "log.dirs": str(data),
             **SINGLE_NODE,
+            **self.config,
         }
         return "".join(f"{k}={v}\n" for k, v in lines.items())
 

@@ -35,6 +35,10 @@ Broker = EmbeddedBroker | KafkaBroker
 #: make it 3 (a 10 s session); on Kafka the worker's default, 60, made such a test
 #: wait a minute for the dead member.
 TEST_REBALANCE_TIMEOUT = 10.0
+#: The tests' Kafka settings beyond KafkaBroker's. No topic is created by asking for it:
+#: a client of the test before still asking for a topic just deleted would create it
+#: again with one partition, before the next test creates the catalog's.
+TEST_KAFKA = {"auto.create.topics.enable": "false"}
 _kafka: KafkaBroker | None = None
 
 
@@ -45,7 +49,7 @@ def shared_kafka(log_dir: Path) -> KafkaBroker:
     if _kafka is None or _kafka.proc is None or _kafka.proc.poll() is not None:
         if _kafka is not None:
             _kafka.stop()
-        _kafka = KafkaBroker(log_path=str(log_dir / "kafka.log")).start()
+        _kafka = KafkaBroker(log_path=str(log_dir / "kafka.log"), config=TEST_KAFKA).start()
     return _kafka
 
 

@@ -3,10 +3,11 @@ with its offline oracle, a paced producer and an output observer that keep runni
 while workers are killed, and the check every fault test ends with (dedupe by
 eventId, then exact equality with the offline replay).
 
-Why a fresh broker per test (`own_broker`): the session-scoped broker of conftest
-keeps every raw record of every earlier test, and a new consumer group reads the raw
-topics from the beginning, so a fault test would re-translate (and time) the whole
-suite's input, e.g. the 100,000 sessions of test_bounded_state.
+Why an empty broker per test (`own_broker`, tests.pipeline.brokers: a Tansu of its
+own, or Kafka with every topic deleted): a broker that kept every raw record of every
+earlier test would have a new consumer group read the raw topics from the beginning,
+so a fault test would re-translate (and time) the whole suite's input, e.g. the
+100,000 sessions of test_bounded_state.
 """
 
 from __future__ import annotations
