@@ -37,8 +37,15 @@ Broker = EmbeddedBroker | KafkaBroker
 TEST_REBALANCE_TIMEOUT = 10.0
 #: The tests' Kafka settings beyond KafkaBroker's. No topic is created by asking for it:
 #: a client of the test before still asking for a topic just deleted would create it
-#: again with one partition, before the next test creates the catalog's.
-TEST_KAFKA = {"auto.create.topics.enable": "false"}
+#: again with one partition, before the next test creates the catalog's. And no
+#: retention check (the first comes 30 s after start, then every 5 minutes): the tests
+#: replay captures with their recorded times, older than the topics' retention.ms (3
+#: days raw, 7 days canonical), and the worker's events carry them; Kafka deleted
+#: those records at its first check, and test_crash's kill -9 scenario lost the first
+#: events of every session.
+DAY_MS = str(24 * 3600 * 1000)
+TEST_KAFKA = {"auto.create.topics.enable": "false",
+              "log.initial.task.delay.ms": DAY_MS, "log.retention.check.interval.ms": DAY_MS}
 _kafka: KafkaBroker | None = None
 
 
