@@ -286,7 +286,7 @@ class KafkaBroker:
 
     def stop(self, timeout: float = 15.0) -> None:
         """SIGTERM (Kafka's orderly shutdown), SIGKILL after `timeout` seconds; then the
-        data directory goes. The log stays."""
+        temporary directory goes, but for the log when it is there."""
         atexit.unregister(self.stop)
         proc, self.proc = self.proc, None
         if proc is not None:
@@ -295,7 +295,8 @@ class KafkaBroker:
             self._log.close()
             self._log = None
         if self.workdir is not None:
-            shutil.rmtree(self.workdir / "data", ignore_errors=True)
+            inside = Path(self.log_path or "").parent == self.workdir
+            shutil.rmtree(self.workdir / "data" if inside else self.workdir, ignore_errors=True)
 
     def __enter__(self) -> KafkaBroker:
         return self.start()
