@@ -32,17 +32,16 @@ Broker = EmbeddedBroker | KafkaBroker
 #: The tests' rebalance timeout (seconds), and with it the consumer session timeout
 #: (pipeline.worker.app: at least 10 s): a test that kills a worker with SIGKILL waits
 #: that long before another worker takes its partitions. Tansu's embedded settings
-#: make it 3 (a 10 s session); on Kafka the worker's default, 60, made such a test
-#: wait a minute for the dead member.
+#: make it 3 (a 10 s session); on Kafka the worker's default (60) would have such a
+#: test wait a minute for the dead member.
 TEST_REBALANCE_TIMEOUT = 10.0
 #: The tests' Kafka settings beyond KafkaBroker's. No topic is created by asking for it:
 #: a client of the test before still asking for a topic just deleted would create it
 #: again with one partition, before the next test creates the catalog's. And no
 #: retention check (the first comes 30 s after start, then every 5 minutes): the tests
 #: replay captures with their recorded times, older than the topics' retention.ms (3
-#: days raw, 7 days canonical), and the worker's events carry them; Kafka deleted
-#: those records at its first check, and test_crash's kill -9 scenario lost the first
-#: events of every session.
+#: days raw, 7 days canonical), and the worker's events carry them: Kafka would delete
+#: those records under the tests.
 DAY_MS = str(24 * 3600 * 1000)
 TEST_KAFKA = {"auto.create.topics.enable": "false",
               "log.initial.task.delay.ms": DAY_MS, "log.retention.check.interval.ms": DAY_MS}
