@@ -45,12 +45,24 @@ lint: $(STAMP)
 
 # The suite mostly waits (workers joining their groups, settle windows), so it runs in
 # TEST_PROCESSES pytest-xdist processes, more than the cores (tests/conftest.py says how
-# it is spread); then the tests marked `serial`, which time themselves, alone. Both runs
-# always go; the target fails if either does.
+# it is spread); then the tests marked `serial`, which time themselves, alone.
+# The broker tests run on Apache Kafka (one per pytest process, tests/pipeline/brokers.py)
+# where java and mvn are installed, and then the smoke set (marked `tansu`) on the
+# embedded Tansu; elsewhere they all run on Tansu, and make says so in one line.
+# TEST_BROKER=tansu chooses Tansu. Every run always goes; the target fails if any does.
 TEST_PROCESSES ?= 4
+HAVE_KAFKA := $(shell command -v java >/dev/null 2>&1 && command -v mvn >/dev/null 2>&1 && echo kafka)
+TEST_BROKER ?= $(or $(HAVE_KAFKA),tansu)
 test: lint $(BUILT)
+	@if [ "$(TEST_BROKER)" = kafka ]; then $(PY) -m pipeline.cluster.kafka || exit 1; \
+	elif [ -z "$(HAVE_KAFKA)" ]; then \
+	    echo "make: no java or no mvn: the broker tests run on the embedded Tansu, not on Apache Kafka"; fi
+	export CANONFLOW_TEST_BROKER=$(TEST_BROKER); \
 	$(VENV)/bin/pytest -q -n $(TEST_PROCESSES) -m "not serial"; status=$$?; \
-	$(VENV)/bin/pytest -q -m serial && exit $$status
+	$(VENV)/bin/pytest -q -m serial || status=$$?; \
+	if [ "$(TEST_BROKER)" = kafka ]; then \
+	    CANONFLOW_TEST_BROKER=tansu $(VENV)/bin/pytest -q -n $(TEST_PROCESSES) -m "tansu and not serial" || status=$$?; \
+	fi; exit $$status
 
 conformance: $(BUILT)
 	python3 ../shared/conformance/canoncheck.py --cmd $(VENV)/bin/canonflow

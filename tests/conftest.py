@@ -70,3 +70,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         module = item.nodeid.split("::", 1)[0]
         ranks[module] = min(ranks.get(module, len(SLOW_FIRST) + 1), _rank(item))
     items.sort(key=lambda item: ranks[item.nodeid.split("::", 1)[0]])
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """This process's Kafka (tests.pipeline.brokers) stops with its session."""
+    from tests.pipeline.brokers import stop_shared_kafka
+
+    stop_shared_kafka()

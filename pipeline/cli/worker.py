@@ -103,12 +103,18 @@ def run(broker: str | None, partitions: int | None, include_raw: bool | None,
 
 @click.command()
 @click.option("--port", type=int, default=None, help="Port on 127.0.0.1 (default: a free one).")
-def broker(port: int | None) -> None:
-    """Run the embedded broker alone in the foreground (stopped by Ctrl-C / SIGTERM)."""
+@click.option("--engine", type=click.Choice(["tansu", "kafka"]), default="tansu",
+              show_default=True,
+              help="tansu: the embedded broker (starts at once, memory storage). kafka: "
+                   "Apache Kafka, one KRaft node (needs java 17+, and mvn to fetch its "
+                   "jars the first time).")
+def broker(port: int | None, engine: str) -> None:
+    """Run a broker alone in the foreground (stopped by Ctrl-C / SIGTERM)."""
     import signal
     import threading
 
     from pipeline.cluster.broker import BrokerError, EmbeddedBroker
+    from pipeline.cluster.kafka import KafkaBroker
 
     stop = threading.Event()
     stopped_by: list[int] = []
@@ -120,13 +126,21 @@ def broker(port: int | None) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, on_signal)
     try:
-        with EmbeddedBroker(port=port) as b:
-            click.echo(f"canonflow: embedded broker at {b.url} (pid {b.pid}); Ctrl-C stops it")
+        b: EmbeddedBroker | KafkaBroker
+        if engine == "kafka":
+            b = KafkaBroker(port=port)
+            name = f"Apache Kafka {b.version}"
+        else:
+            b = EmbeddedBroker(port=port)
+            name = "embedded broker"
+        with b:
+            click.echo(f"canonflow: {name} at {b.url} (pid {b.pid}, log {b.log_path}); "
+                       "Ctrl-C stops it")
             sys.stdout.flush()
             while not stop.wait(0.5):
                 if b.proc is None or b.proc.poll() is not None:
                     status = b.proc.returncode if b.proc is not None else None
-                    raise BrokerError(f"the embedded broker exited with status {status} "
+                    raise BrokerError(f"the {name} exited with status {status} "
                                       f"({b.last_words()})")
     except BrokerError as e:
         raise click.ClickException(str(e)) from None

@@ -78,8 +78,18 @@ async def is_tansu(settings: Settings) -> bool:
     return cluster.get("cluster_id") in (EMBEDDED_CLUSTER_ID, TANSU_CLUSTER_ID)
 
 
+#: The longest create_topics waits for the topics it created to have their leaders.
+READY_SECONDS = 60.0
+
+
 async def create_topics(settings: Settings) -> list[str]:
-    """Create the missing catalog topics; returns the names created."""
+    """Create the missing catalog topics; returns the names created, once every one of
+    their partitions has a leader (at most READY_SECONDS).
+
+    Kafka answers CreateTopics as soon as its controller has recorded the topics; its
+    brokers learn of them, and open their partitions, a moment later (seconds on a busy
+    machine). Until then a metadata request lists them without leaders or not at all:
+    `topics check` called them missing, and producers were refused (NOT_LEADER)."""
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
     admin = AIOKafkaAdminClient(**kafka_client_kwargs(settings))
@@ -91,9 +101,26 @@ async def create_topics(settings: Settings) -> list[str]:
                for t in wanted(settings) if t.name not in existing]
         if new:
             await admin.create_topics(new)
+            await _led(admin, {t.name for t in new}, READY_SECONDS)
         return [t.name for t in new]
     finally:
         await admin.close()
+
+
+async def _led(admin: Any, names: set[str], timeout: float) -> None:
+    """Wait until the cluster's metadata has every partition of `names` with a leader,
+    or `timeout` seconds have passed (producers retry what is left)."""
+    import asyncio
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        ready = {t["topic"] for t in await admin.describe_topics(sorted(names))
+                 if t["error_code"] == 0 and t["partitions"]
+                 and all(p["leader"] >= 0 for p in t["partitions"])}
+        if names <= ready or time.monotonic() > deadline:
+            return
+        await asyncio.sleep(0.1)
 
 
 async def check_topics(settings: Settings) -> list[Drift]:

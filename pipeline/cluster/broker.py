@@ -146,6 +146,9 @@ def wait_for_port(host: str, port: int, timeout: float) -> None:
 class EmbeddedBroker:
     """A Tansu process of our own. Use as a context manager or call start()/stop()."""
 
+    #: What it is, for embedded_settings (pipeline.cluster.kafka.KafkaBroker says "kafka").
+    engine = "tansu"
+
     def __init__(self, port: int | None = None, host: str = "127.0.0.1",
                  log_path: str | None = None):
         self.host = host

@@ -235,7 +235,7 @@ class Shipper:
         if not await self._until_started(producer, stop):
             return self.stats
         try:
-            if not await self._partitions(stop) or not await self.settle(stop):
+            if not await self._partitions(stop, producer) or not await self.settle(stop):
                 return self.stats
             while not stop.is_set():
                 batch = await asyncio.to_thread(self.poll)
@@ -328,10 +328,14 @@ class Shipper:
                 if await _stopped(stop, RETRY_SECONDS):
                     return False
 
-    async def _partitions(self, stop: asyncio.Event) -> bool:
+    async def _partitions(self, stop: asyncio.Event, producer: Any) -> bool:
         """Every partition of the transcript topics, from its current end (a lower bound
         of where this run's records land). Waits for topics that do not exist yet;
-        False when stopped first."""
+        False when stopped first.
+
+        The partitions come from `producer` (a metadata request naming the topic): a
+        consumer that has asked for no topic knows none (Kafka answers its first
+        metadata request, for no topic, with none; the embedded Tansu with all)."""
         from aiokafka import AIOKafkaConsumer, TopicPartition
 
         consumer = AIOKafkaConsumer(**kafka_client_kwargs(self.settings), group_id=None,
@@ -350,7 +354,7 @@ class Shipper:
                 if await _stopped(stop, RETRY_SECONDS):
                     return False
             tps = [TopicPartition(t, p) for t in topics
-                   for p in sorted(consumer.partitions_for_topic(t) or ())]
+                   for p in sorted(await producer.partitions_for(t))]
             ends = await consumer.end_offsets(tps)
             for tp, end in ends.items():
                 self.since.setdefault(tp.topic, {})[tp.partition] = end

@@ -49,8 +49,12 @@ def broker_for(settings: Settings, *, say: IO[str] = sys.stderr,
         broker.stop()
 
 
-def embedded_settings(settings: Settings, url: str) -> Settings:
-    """Settings for a worker on the embedded broker at `url` (see the constants above)."""
+def embedded_settings(settings: Settings, url: str, engine: str = "tansu") -> Settings:
+    """Settings for a worker on the broker at `url` that canonflow started itself: on
+    the embedded Tansu (`engine` "tansu"), its settings (see the constants above); on
+    Apache Kafka ("kafka"), none of them, only the broker's address and kind."""
+    if engine != "tansu":
+        return settings.replace(broker=url, broker_kind=engine)
     return settings.replace(
         broker=url, broker_kind="tansu",
         producer_max_batch_size=settings.producer_max_batch_size or EMBEDDED_PRODUCER_BATCH,

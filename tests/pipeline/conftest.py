@@ -1,5 +1,6 @@
-"""Real-broker fixtures: the embedded Tansu broker and canonflow workers as child
-processes. Everything started here is stopped by its own PID, even when a test fails."""
+"""Real-broker fixtures: a broker (Apache Kafka or the embedded Tansu,
+tests.pipeline.brokers) and canonflow workers as child processes. Everything started
+here is stopped by its own PID, even when a test fails."""
 
 from __future__ import annotations
 
@@ -13,29 +14,31 @@ from typing import Any
 
 import pytest
 
-from pipeline.cluster.broker import EmbeddedBroker
 from pipeline.settings import Settings
 from pipeline.tools.kafka_io import follow
-from pipeline.worker.process import WorkerProcess, embedded_settings, ensure_topics
+from pipeline.worker.process import WorkerProcess, ensure_topics
+from tests.pipeline.brokers import TEST_REBALANCE_TIMEOUT, Broker, fresh_broker, on_broker
 
 _app_ids = itertools.count()
 
 
 @pytest.fixture
-def broker(tmp_path: Path) -> Iterator[EmbeddedBroker]:
-    """A broker of the test's own (Tansu starts in milliseconds). A broker shared by
-    the whole run made every new consumer group read all that earlier tests produced
-    (100,000 sessions of test_bounded_state among them) before its own records."""
-    with EmbeddedBroker(log_path=str(tmp_path / "tansu.log")) as b:
+def broker(tmp_path: Path) -> Iterator[Broker]:
+    """A broker with no topic on it (tests.pipeline.brokers): on Tansu, one of the
+    test's own (it starts in milliseconds; a broker shared by the whole run made every
+    new consumer group read all that earlier tests produced, 100,000 sessions of
+    test_bounded_state among them, before its own records); on Kafka, this process's,
+    its topics deleted."""
+    with fresh_broker(tmp_path) as b:
         yield b
 
 
 @pytest.fixture
-def settings(broker: EmbeddedBroker, tmp_path: Path) -> Settings:
+def settings(broker: Broker, tmp_path: Path) -> Settings:
     """Settings for one test: its own consumer group (app id) and data dir, 4 partitions."""
     s = Settings(app_id=f"canonflow-test-{next(_app_ids)}", partitions=4, web_enabled=False,
-                 data_dir=str(tmp_path / "data"))
-    s = embedded_settings(s, broker.url)
+                 data_dir=str(tmp_path / "data"), rebalance_timeout=TEST_REBALANCE_TIMEOUT)
+    s = on_broker(s, broker)
     ensure_topics(s)
     return s
 

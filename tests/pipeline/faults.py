@@ -3,10 +3,11 @@ with its offline oracle, a paced producer and an output observer that keep runni
 while workers are killed, and the check every fault test ends with (dedupe by
 eventId, then exact equality with the offline replay).
 
-Why a fresh broker per test (`own_broker`): the session-scoped broker of conftest
-keeps every raw record of every earlier test, and a new consumer group reads the raw
-topics from the beginning, so a fault test would re-translate (and time) the whole
-suite's input, e.g. the 100,000 sessions of test_bounded_state.
+Why an empty broker per test (`own_broker`, tests.pipeline.brokers: a Tansu of its
+own, or Kafka with every topic deleted): a broker that kept every raw record of every
+earlier test would have a new consumer group read the raw topics from the beginning,
+so a fault test would re-translate (and time) the whole suite's input, e.g. the
+100,000 sessions of test_bounded_state.
 """
 
 from __future__ import annotations
@@ -21,14 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from adapters import Line, MemorySpool, get, new_session, split_lines, translate_record
-from pipeline.cluster.broker import EmbeddedBroker
 from pipeline.privacy.redact import Redactor
 from pipeline.settings import Settings
 from pipeline.tools.bench_workload import Session as BenchSession
 from pipeline.tools.bench_workload import build_workload, records_of
 from pipeline.tools.kafka_io import RawRecord
 from pipeline.tools.replay import ChatView
-from pipeline.worker.process import WorkerProcess, embedded_settings, ensure_topics
+from pipeline.worker.process import WorkerProcess, ensure_topics
+from tests.pipeline.brokers import TEST_REBALANCE_TIMEOUT, Broker, fresh_broker, on_broker
 from topics.canonical import decode_event
 from topics.catalog import CANONICAL_TOPIC, CHAT_TOPIC, DEADLETTER_TOPIC, raw_topic
 from topics.chat import encode_chat
@@ -41,11 +42,11 @@ BASE_T = 1_764_000_000_000
 OUTPUT_TOPICS = [CANONICAL_TOPIC, CHAT_TOPIC, DEADLETTER_TOPIC]
 
 
-def own_broker(tmp_path: Path) -> Iterator[EmbeddedBroker]:
-    """An embedded broker of the test's own (see the module docstring). A test module
-    uses it in place of conftest's shared one with
+def own_broker(tmp_path: Path) -> Iterator[Broker]:
+    """A broker with nothing on it (see the module docstring; tests.pipeline.brokers
+    says which). A test module uses it in place of conftest's with
     `broker = pytest.fixture(name="broker")(own_broker)`."""
-    with EmbeddedBroker(log_path=str(tmp_path / "tansu.log")) as b:
+    with fresh_broker(tmp_path) as b:
         yield b
 
 
@@ -54,10 +55,10 @@ def scenario(tmp: Path, app_id: str = "faults") -> Iterator[tuple[Settings, Work
     """A broker of its own, settings like conftest's (4 partitions, web off, info logs so
     that tests can watch a worker's progress) and a Workers registry; for module-scoped
     fixtures, which cannot use conftest's function-scoped ones. Stops everything."""
-    with EmbeddedBroker(log_path=str(tmp / "tansu.log")) as b:
+    with fresh_broker(tmp) as b:
         s = Settings(app_id=app_id, partitions=4, web_enabled=False, data_dir=str(tmp / "data"),
-                     log_level="info")
-        s = embedded_settings(s, b.url)
+                     log_level="info", rebalance_timeout=TEST_REBALANCE_TIMEOUT)
+        s = on_broker(s, b)
         ensure_topics(s)
         workers = Workers(tmp)
         try:

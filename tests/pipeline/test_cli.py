@@ -76,3 +76,33 @@ def test_topics_check_finds_no_drift_on_the_catalog_topics_and_finds_a_partition
     assert {(d.topic, d.what) for d in drift} == {(t.name, "partitions")
                                                   for t in wanted(settings)}
     assert any(t.role == "changelog" for t in wanted(settings))  # the tables' too
+
+
+def test_created_topics_have_a_leader_for_every_partition_when_creation_returns(broker):
+    """Kafka answers CreateTopics before its broker has opened the partitions: `topics
+    check` right after `topics create` called the new topics missing."""
+    import asyncio
+
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    from pipeline.settings import Settings
+    from tests.pipeline.brokers import on_broker
+
+    settings = on_broker(Settings(app_id="leaders", partitions=4), broker)
+    from pipeline.worker.process import ensure_topics
+
+    created = ensure_topics(settings)
+    assert created
+
+    async def leaders() -> dict[str, list[int]]:
+        admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap)
+        await admin.start()
+        try:
+            return {t["topic"]: [p["leader"] for p in t["partitions"]]
+                    for t in await admin.describe_topics(created)}
+        finally:
+            await admin.close()
+
+    found = asyncio.run(leaders())
+    assert sorted(found) == sorted(created)
+    assert all(len(ls) == 4 and min(ls) >= 0 for ls in found.values()), found

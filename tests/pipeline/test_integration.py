@@ -1,10 +1,13 @@
-"""End to end through the embedded Tansu broker: raw topic -> worker -> canonical topic."""
+"""End to end through a real broker: raw topic -> worker -> canonical topic. The
+`tansu` smoke set: `make test` runs it on Apache Kafka and on the embedded Tansu."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 from pathlib import Path
+
+import pytest
 
 from pipeline.privacy.redact import Redactor
 from pipeline.tools.kafka_io import RawRecord, produce, records_from_file
@@ -15,6 +18,8 @@ from topics.catalog import CANONICAL_TOPIC, DEADLETTER_TOPIC
 from topics.records import decode_deadletter
 
 CAPTURED = Path(__file__).resolve().parents[1] / "fixtures" / "captured"
+
+pytestmark = pytest.mark.tansu
 
 
 def _offline(provider: str, session: str, path: Path) -> list[dict]:

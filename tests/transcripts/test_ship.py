@@ -1,6 +1,6 @@
-"""`canonflow ship` end to end on the embedded broker: a HOME that grows while the
-shipper runs, a shipper killed and restarted, bad input beside good; what the worker
-publishes equals `canonflow import` of the finished files."""
+"""`canonflow ship` end to end on a real broker (Kafka or Tansu): a HOME that grows
+while the shipper runs, a shipper killed and restarted, bad input beside good; what the
+worker publishes equals `canonflow import` of the finished files."""
 
 from __future__ import annotations
 
@@ -200,6 +200,7 @@ def test_a_home_growing_while_shipped_and_a_shipper_killed_mid_file_give_what_im
         d.value for d in dead) == [b'\x00garbage', b'{"not": "a transcript"}']
 
 
+@pytest.mark.tansu
 def test_a_batch_left_in_flight_by_a_crash_is_neither_sent_twice_nor_skipped(
         settings: Settings, tmp_path: Path):
     """The crash is made exact here: a batch recorded in flight, only its first half
@@ -219,12 +220,12 @@ def test_a_batch_left_in_flight_by_a_crash_is_neither_sent_twice_nor_skipped(
 
         with Checkpoint(cp_path) as cp:
             shipper = Shipper(settings, [str(home)], cp, kinds, missing, say=lambda s: None)
-            await shipper._partitions(asyncio.Event())
+            producer = AIOKafkaProducer(**kafka_client_kwargs(settings), max_batch_size=1)
+            await producer.start()
+            await shipper._partitions(asyncio.Event(), producer)
             batch = shipper.poll()
             cp.state.flying = Flying(batch=1, since=shipper.since, files=batch.files)
             cp.save()
-            producer = AIOKafkaProducer(**kafka_client_kwargs(settings), max_batch_size=1)
-            await producer.start()
             half = len(batch.values) // 2
             for i, (topic, key, value) in enumerate(batch.values[:half]):
                 await (await producer.send(topic, value, key=key.encode(), headers=[
@@ -248,6 +249,7 @@ def test_a_batch_left_in_flight_by_a_crash_is_neither_sent_twice_nor_skipped(
     assert got == [x.rstrip(b"\n") for x in lines if x.strip()]  # each once, in order
 
 
+@pytest.mark.tansu
 def test_once_ships_what_exists_and_says_what_waits(settings: Settings, tmp_path: Path):
     home = tmp_path / "home"
     name, lines = session_lines("claude-code-stream-json", "text")
