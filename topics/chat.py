@@ -1,5 +1,5 @@
-"""The readable chat contract (`agents.chat`): seed 001 "Change the runtime. Keep a
-readable chat." The same records, with the same fields, for every runtime.
+"""The readable chat contract (`agents.chat`): change the runtime, keep a readable
+chat. The same records, with the same fields, for every runtime.
 
 Every record carries `session_id`, `provider`, `seq` (per session, gapless from 1),
 a deterministic `event_id` and the `source_event_id` of the canonical event it came

@@ -1,4 +1,4 @@
-"""The canonical contract's words (seed 002 §1.2-1.4) and the parts every payload and
+"""The canonical contract's words (event families, item and request types) and the parts every payload and
 the envelope share: the payload base and the envelope's `providerRefs` and `raw`.
 
 The Literal types are the vocabulary consumers match on (item types, request types,

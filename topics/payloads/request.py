@@ -1,4 +1,4 @@
-"""The payloads of what a turn asks and runs beside its items (seed 002 §1.5): request.*,
+"""The payloads of what a turn asks and runs beside its items: request.*,
 user-input.*, task.*, hook.*, tool.*."""
 
 from __future__ import annotations

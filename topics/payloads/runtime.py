@@ -1,4 +1,4 @@
-"""The payloads of what a runtime says about itself (seed 002 §1.5): auth, account,
+"""The payloads of what a runtime says about itself: auth, account,
 MCP, model, config, deprecation, files and the runtime's warnings and errors."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The payloads of a session's and a thread's events (seed 002 §1.5): session.*, thread.*."""
+"""The payloads of a session's and a thread's events: session.*, thread.*."""
 
 from __future__ import annotations
 

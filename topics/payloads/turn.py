@@ -1,4 +1,4 @@
-"""The payloads of a turn's events and of its items (seed 002 §1.5): turn.*, item.*,
+"""The payloads of a turn's events and of its items: turn.*, item.*,
 content.delta."""
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ DiffBase = Literal["file", "excerpt", "empty"]
 
 
 class ItemPayload(Payload, frozen=True, kw_only=True):
-    """Lifecycle of one item (seed 002 ItemLifecyclePayload), with typed tool fields.
+    """Lifecycle of one item, with typed tool fields.
 
     `toolName` is normalised across runtimes (Bash, Read, Edit, Write, Grep, Glob,
     WebFetch, WebSearch, Task, TodoWrite, mcp__<server>__<tool>, ...); `input` is the
