@@ -11,7 +11,7 @@ methods; its later releases add `name`, `messageId`, `usage_update` with cost,
 request, notification or response; `origin` says who wrote it.
 
 Releases (every recording of each is replayed against its oracle by
-tests/adapters/test_drift.py, which also checks this table; README.md "Verified runtime
+tests/adapters/test_drift.py, which also checks this table; docs/runtimes "Verified runtime
 releases")
 
 | runtime (recordings) | releases verified | written against |

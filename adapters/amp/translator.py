@@ -10,7 +10,7 @@ reads the older flat lines (`message`, `tool_call`, `tool_result`, `error`,
 `done`; the StreamJSONMessage of the sandbox-agent schema).
 
 Releases (every recording of each is replayed against its oracle by
-tests/adapters/test_drift.py, which also checks this table; README.md "Verified runtime
+tests/adapters/test_drift.py, which also checks this table; docs/runtimes "Verified runtime
 releases")
 
 | runtime (recordings) | releases verified | written against |

@@ -16,7 +16,7 @@ protocol), `system` (system/* and telemetry lines), `turns` (result: the end of 
 turn), `usage` (tokens, cost, the thread's total).
 
 Releases (every recording of each is replayed against its oracle by
-tests/adapters/test_drift.py, which also checks this table; README.md "Verified runtime
+tests/adapters/test_drift.py, which also checks this table; docs/runtimes "Verified runtime
 releases")
 
 | runtime (recordings) | releases verified | written against |
@@ -124,7 +124,7 @@ from adapters.claude.system import (
     _on_worker_shutting_down,
 )
 from adapters.claude.turns import _on_result
-from adapters.claude.usage import claude_tokens as claude_tokens  # re-exported: README "Usage"
+from adapters.claude.usage import claude_tokens as claude_tokens  # re-exported: docs "Token usage"
 from adapters.claude.usage import result_tokens as result_tokens  # and test_token_usage
 from adapters.core.contract import MalformedRecord, Message
 from adapters.core.emitter import Emitter

@@ -8,7 +8,7 @@ codex-rs), whose notifications are a subset with the same shapes.
 Mapping: notifications and server requests, by method.
 
 Releases (every recording of each is replayed against its oracle by
-tests/adapters/test_drift.py, which also checks this table; README.md "Verified runtime
+tests/adapters/test_drift.py, which also checks this table; docs/runtimes "Verified runtime
 releases")
 
 | runtime (recordings) | releases verified | written against |
@@ -155,7 +155,7 @@ from adapters.codex.turns import (
     on_turn_plan_updated,
     on_turn_started,
 )
-from adapters.codex.usage import codex_tokens as codex_tokens  # importable from here (README)
+from adapters.codex.usage import codex_tokens as codex_tokens  # importable from here (docs)
 from adapters.codex.usage import on_token_usage
 from adapters.codex.usage import turn_tokens as turn_tokens
 from adapters.core.contract import MalformedRecord, Message, UnknownOrigin

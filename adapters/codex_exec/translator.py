@@ -6,7 +6,7 @@ codex-cli 0.46.0 through 0.171.0: thread.started, turn.started, turn.completed,
 turn.failed, item.started, item.updated, item.completed, error.
 
 Releases (every recording of each is replayed against its oracle by
-tests/adapters/test_drift.py, which also checks this table; README.md "Verified runtime
+tests/adapters/test_drift.py, which also checks this table; docs/runtimes "Verified runtime
 releases")
 
 | runtime (recordings) | releases verified | written against |

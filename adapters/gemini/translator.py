@@ -7,7 +7,7 @@ process answers one prompt: `init` opens the session and the turn, `result` ends
 the turn. Gemini CLI in ACP mode (`--acp`) is read by the `acp` adapter instead.
 
 Releases (every recording of each is replayed against its oracle by
-tests/adapters/test_drift.py, which also checks this table; README.md "Verified runtime
+tests/adapters/test_drift.py, which also checks this table; docs/runtimes "Verified runtime
 releases")
 
 | runtime (recordings) | releases verified | written against |

@@ -16,7 +16,7 @@ is unwrapped; its `sync` payloads (durable copies of bus events) are ignored. `d
 where `properties` is absent (the durable `/api/event` shape).
 
 Releases (every recording of each is replayed against its oracle by
-tests/adapters/test_drift.py, which also checks this table; README.md "Verified runtime
+tests/adapters/test_drift.py, which also checks this table; docs/runtimes "Verified runtime
 releases")
 
 | runtime (recordings) | releases verified | written against |

@@ -59,7 +59,7 @@ StreamKind = Literal[
 ErrorClass = Literal[
     "provider_error", "transport_error", "permission_error", "validation_error", "unknown"
 ]
-#: How an approval ended, in the same words for every runtime (README "Decisions"):
+#: How an approval ended, in the same words for every runtime (docs "Decisions"):
 #: accept (allowed, this once), accept_for_session (allowed, and the runtime was told not
 #: to ask again for the like, for the session or longer), decline (refused; the agent
 #: carries on without it), cancel (not allowed, and the turn stops with it: the user

@@ -72,7 +72,7 @@ class ThreadTokenUsageUpdatedPayload(Payload, frozen=True, kw_only=True):
     """`usage` is the runtime's own object, as it always was; `tokens` is the thread's
     usage so far in the shape every runtime shares (topics.usage.TokenUsage): the
     runtime's own total where it states one (Codex app-server's `total`), else the sum
-    of the thread's turns (README "Token usage")."""
+    of the thread's turns (docs "Token usage")."""
 
     usage: Any
     tokens: TokenUsage | UnsetType = UNSET

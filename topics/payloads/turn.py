@@ -84,7 +84,7 @@ class ItemPayload(Payload, frozen=True, kw_only=True):
     `outputLength` (`textLength`) is the whole length in characters. The item's
     `content.delta` events still carry every character.
 
-    Normalised tool fields, the same whatever the runtime (README "Normalised tool
+    Normalised tool fields, the same whatever the runtime (docs "Normalised tool
     fields"; `input` and `data` keep the runtime's own names): `command` (one string,
     an argv joined with shell quoting, a `bash -lc` wrapper taken off) and `cwd` of a
     command; `paths` (the files a change touches) and `diff` (one unified diff of them,
