@@ -23,11 +23,17 @@ from topics.canonical import Decision, InputOutcome
 
 
 class _Chat(Struct, frozen=True, kw_only=True, tag_field="type"):
+    #: The session (the record's key), as on agents.canonical.
     session_id: str
+    #: The runtime's provider id.
     provider: str
+    #: The record's position in its session's chat, gapless from 1.
     seq: int
+    #: The record's own id, deterministic: the same when it is computed again.
     event_id: str
+    #: The eventId of the canonical event the record came from.
     source_event_id: str
+    #: The canonical turn the record belongs to (null outside a turn).
     turn_id: str | None = None
 
 

@@ -159,7 +159,8 @@ def _examples() -> dict[str, dict[str, str]]:
 
 
 def _field_doc(classes: dict[str, _Class], name: str, field: str) -> str:
-    """The `#:` comment of `field` on class `name` or the nearest base that has one."""
+    """The `#:` comment of `field` on class `name` or the nearest base that has one; else
+    the sentences of the class's docstring that name the field in backticks."""
     todo = [name]
     while todo:
         cls = classes.get(todo.pop(0))
@@ -168,6 +169,10 @@ def _field_doc(classes: dict[str, _Class], name: str, field: str) -> str:
         if field in cls.fields and cls.fields[field][2]:
             return cls.fields[field][2]
         todo += cls.bases
+    cls = classes.get(name)
+    if cls is not None and f"`{field}`" in cls.doc:
+        sentences = re.split(r"(?<=[.:;])\s+(?=[A-Z(`])", " ".join(cls.doc.split()))
+        return " ".join(s for s in sentences if f"`{field}`" in s)
     return ""
 
 
@@ -186,6 +191,7 @@ ENVELOPE = {
     "turnId": "canonflow's id of the turn (one prompt and everything it caused).",
     "itemId": "canonflow's id of the item (a message, a tool call, ...).",
     "requestId": "canonflow's id of the request (an approval or a question).",
+    "parentAgentId": "The agent that started the event's subagent (absent: the root agent).",
     "parentItemId": "The item this one belongs to (a subagent's tool item, ...).",
     "providerRefs": "The runtime's own ids for the session, thread, turn, item, request.",
     "synthetic": "True when canonflow made the event up (an idle close, a turn the "
