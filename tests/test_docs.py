@@ -23,12 +23,13 @@ PROSE = ("topics", "adapters", "pipeline", "docs", "README.md")
 
 def test_site_builds_strict(tmp_path: Path):
     """`mkdocs build --strict`: a broken internal link or anchor, a page missing from
-    the nav or a generated reference that fails is an error, as `make docs` sees it."""
+    the nav or a generated reference that fails is an error, as `make docs` sees it.
+    Never with --quiet: it hides the warnings from the count that --strict fails on."""
     if os.environ.get("CI") != "true":
         pytest.importorskip("mkdocs", reason="the docs build needs the test extra (mkdocs)")
         pytest.importorskip("material", reason="the docs build needs mkdocs-material")
     run = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet",
+        [sys.executable, "-m", "mkdocs", "build", "--strict",
          "--config-file", str(ROOT / "mkdocs.yml"), "--site-dir", str(tmp_path / "site")],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
         env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
