@@ -222,6 +222,20 @@ def contract_reference() -> str:
            f"{schema.get('$id', '')}) and the msgspec types' comments; examples from the "
            "reviewed goldens. Every definition the schema holds is listed once, in "
            "alphabetical order.", ""]
+    # the envelope once: every canonical event carries it (`_Event`)
+    events = [n for n in sorted(defs) if n in event_of and "payload" in defs[n].get("properties", {})
+              and defs[n]["properties"].get("type", {}).get("enum") == [event_of[n]]]
+    sample = defs[events[0]]
+    envelope = {k: v for k, v in sample["properties"].items() if k not in ("type", "payload")}
+    out += ["### The envelope", "",
+            "Every canonical event carries these fields beside its `type` and `payload`; the "
+            "tables of the event types below list only those two.", "",
+            "| field | type | required | description |", "| --- | --- | --- | --- |"]
+    for field, prop in envelope.items():
+        desc = _field_doc(classes, "_Event", field) or ENVELOPE.get(field, "")
+        out.append(f"| `{field}` | {_cell(_type(prop))} | "
+                   f"{'yes' if field in sample.get('required', []) else 'no'} | {_cell(desc)} |")
+    out.append("")
     for name in sorted(defs):
         d = defs[name]
         out += [f"### {name}", ""]
@@ -240,6 +254,8 @@ def contract_reference() -> str:
         out += ["| field | type | required | description | example |",
                 "| --- | --- | --- | --- | --- |"]
         for field, prop in props.items():
+            if name in events and field in envelope:
+                continue
             desc = (prop.get("description") or _field_doc(classes, name, field)
                     or (ENVELOPE.get(field, "") if not is_payload else ""))
             if field == "type" and tag and not desc:
