@@ -74,3 +74,45 @@ def test_prose_cites_no_ticket_or_outside_document():
     pipeline docs README.md` finds nothing."""
     hits = _prose_hits()
     assert not hits, "prose cites a ticket or an outside document:\n" + "\n".join(hits)
+
+
+def _hooks():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "canonflow_docs", ROOT / "docs" / "hooks" / "canonflow_docs.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_contract_reference_describes_every_field():
+    """Every field of every record in topics/canonflow.schema.json has a description in
+    the generated reference (a `#:` comment on the msgspec field, or its type's
+    docstring naming it): a new field without one fails here."""
+    undescribed = []
+    section = ""
+    for line in _hooks().contract_reference().splitlines():
+        if line.startswith("### "):
+            section = line[4:]
+        elif line.startswith("| `"):
+            cells = [c.strip() for c in line.strip("|").split(" | ")]
+            if cells[3] in ("", "-"):
+                undescribed.append(f"{section}.{cells[0]}")
+    assert not undescribed, f"fields without a description: {undescribed}"
+
+
+def test_configuration_reference_lists_every_setting():
+    """The generated configuration reference has a row, with a description, for every
+    field of pipeline.settings.Settings, under the variable from_env reads."""
+    import msgspec
+
+    from pipeline.settings import Settings
+
+    text = _hooks().settings_reference()
+    for field in msgspec.structs.fields(Settings):
+        row = next((ln for ln in text.splitlines()
+                    if ln.startswith(f"| `CANONFLOW_{field.name.upper()}` |")), None)
+        assert row is not None, f"no row for CANONFLOW_{field.name.upper()}"
+        assert not row.rstrip().endswith("|  |"), row

@@ -69,6 +69,11 @@ def _classes(path: Path) -> dict[str, _Class]:
                 default = ast.unparse(stmt.value) if stmt.value is not None else None
                 fields[stmt.target.id] = (ast.unparse(stmt.annotation), default,
                                           _comment_above(lines, stmt.lineno))
+                # a field renamed on the wire (msgspec.field(name=...)) answers to both
+                if isinstance(stmt.value, ast.Call):
+                    for kw in stmt.value.keywords:
+                        if kw.arg == "name" and isinstance(kw.value, ast.Constant):
+                            fields[kw.value.value] = fields[stmt.target.id]
         out[node.name] = _Class(node.name, [ast.unparse(b) for b in node.bases],
                                 ast.get_docstring(node) or "", fields)
     return out

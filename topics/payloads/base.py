@@ -95,19 +95,29 @@ class Payload(Struct, frozen=True, kw_only=True, omit_defaults=True):
 class ProviderRefs(Payload, frozen=True, kw_only=True):
     """The provider's own ids, kept for correlation; never used as canonical ids."""
 
+    #: The runtime's id of the session.
     providerSessionId: str | UnsetType = UNSET
+    #: The runtime's id of the thread.
     providerThreadId: str | UnsetType = UNSET
+    #: The runtime's id of the turn.
     providerTurnId: str | UnsetType = UNSET
+    #: The runtime's id of the item.
     providerItemId: str | UnsetType = UNSET
+    #: The runtime's id of the request.
     providerRequestId: str | UnsetType = UNSET
+    #: The runtime's id of the parent item.
     providerParentItemId: str | UnsetType = UNSET
 
 
 class RawSource(Payload, frozen=True, kw_only=True):
     """The native message an event came from (only when the deployment opts in)."""
 
+    #: The raw source the adapter reads (its protocol).
     source: str
+    #: Who wrote the native message: the agent or the client.
     origin: Literal["agent", "client"] = "agent"
+    #: The JSON-RPC method, for a JSON-RPC runtime.
     method: str | UnsetType = UNSET
+    #: The native message's type.
     messageType: str | UnsetType = UNSET
     payload: msgspec.Raw
