@@ -7,10 +7,11 @@ Three references are written from the code at every build, so they cannot drift:
 - the event contract reference, from `topics/canonflow.schema.json` (generated from the
   msgspec types) and the `#:` comments and docstrings of those types, with an example
   value taken from the reviewed goldens (`tests/adapters/goldens/*/*.out.jsonl`);
-- one page per runtime of `topics/runtimes.py`, from its adapter's module docstring.
+- one page per runtime of `topics/runtimes.py`, from its adapter's module docstring;
+- the alert rules, from `deploy/prometheus/alerts.yml`.
 
 A page asks for a reference with a marker line (`<!-- canonflow:settings -->`,
-`<!-- canonflow:contract -->`, `<!-- canonflow:runtimes -->`). The module reads the
+`<!-- canonflow:contract -->`, `<!-- canonflow:runtimes -->`, `<!-- canonflow:alerts -->`). The module reads the
 source with `ast` and imports nothing of canonflow, so the site builds without the
 project's runtime dependencies. `python docs/hooks/canonflow_docs.py settings|contract`
 prints a reference.
@@ -322,12 +323,38 @@ def runtimes_table() -> str:
     return "\n".join(rows) + "\n"
 
 
+# ---- the alert rules ---------------------------------------------------------------
+
+ALERTS = ROOT / "deploy" / "prometheus" / "alerts.yml"
+
+
+def alerts_reference() -> str:
+    """The rules of deploy/prometheus/alerts.yml: name, expression, duration, severity,
+    and the comment above the rule (what it means)."""
+    import yaml  # PyYAML: an MkDocs dependency
+
+    lines = ALERTS.read_text().splitlines()
+    rows = ["| alert | fires when | for | severity | meaning |",
+            "| --- | --- | --- | --- | --- |"]
+    for group in yaml.safe_load(ALERTS.read_text())["groups"]:
+        for rule in group["rules"]:
+            at = next(i for i, ln in enumerate(lines) if ln.strip() == f"- alert: {rule['alert']}")
+            comment: list[str] = []
+            while at > 0 and lines[at - 1].strip().startswith("#"):
+                at -= 1
+                comment.insert(0, lines[at].strip().lstrip("#").strip())
+            rows.append(f"| `{rule['alert']}` | `{_cell(rule['expr'])}` | {rule.get('for', '-')} | "
+                        f"{rule.get('labels', {}).get('severity', '-')} | {_cell(' '.join(comment))} |")
+    return "\n".join(rows) + "\n"
+
+
 # ---- MkDocs events ------------------------------------------------------------------
 
 MARKERS = {
     "<!-- canonflow:settings -->": settings_reference,
     "<!-- canonflow:contract -->": contract_reference,
     "<!-- canonflow:runtimes -->": runtimes_table,
+    "<!-- canonflow:alerts -->": alerts_reference,
 }
 
 
