@@ -116,3 +116,15 @@ def test_configuration_reference_lists_every_setting():
                     if ln.startswith(f"| `CANONFLOW_{field.name.upper()}` |")), None)
         assert row is not None, f"no row for CANONFLOW_{field.name.upper()}"
         assert not row.rstrip().endswith("|  |"), row
+
+
+def test_configuration_page_names_every_variable():
+    """Every CANONFLOW_* variable the package code reads (a string literal naming it, or a
+    Settings field) is on the configuration page, generated or written."""
+    page = (ROOT / "docs" / "operating" / "configuration.md").read_text()
+    page += _hooks().settings_reference()
+    read: set[str] = set()
+    for path in sorted((ROOT / "pipeline").rglob("*.py")) + sorted((ROOT / "adapters").rglob("*.py")):
+        read |= set(re.findall(r"[\"'](CANONFLOW_[A-Z_]+)[\"']", path.read_text()))
+    missing = sorted(v for v in read if f"`{v}`" not in page)
+    assert not missing, f"docs/operating/configuration.md does not name {missing}"
