@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 COMPILE ?= 1
 BUILT := $(VENV)/.built-$(if $(filter 1,$(COMPILE)),compiled,interpreted)
 
-.PHONY: demo run test lint conformance compiled interpreted
+.PHONY: demo run test lint docs conformance compiled interpreted
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -42,6 +42,11 @@ run: $(BUILT)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check topics adapters pipeline tests setup.py
 	$(VENV)/bin/mypy topics adapters
+
+# The documentation site (mkdocs.yml), warnings as errors, into site/; the test suite
+# builds it too (tests/test_docs.py).
+docs: $(STAMP)
+	$(VENV)/bin/mkdocs build --strict --site-dir site
 
 # The suite mostly waits (workers joining their groups, settle windows), so it runs in
 # TEST_PROCESSES pytest-xdist processes, more than the cores (tests/conftest.py says how

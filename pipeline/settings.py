@@ -24,12 +24,17 @@ class Settings(Struct, frozen=True, kw_only=True):
     #: producer batch, a short rebalance timeout: pipeline.worker.process.embedded_settings),
     #: "kafka" none of them, "auto" asks the cluster (Tansu answers with its cluster id).
     broker_kind: str = "auto"
+    #: The Kafka consumer group and the prefix of the worker's table changelogs.
     app_id: str = "canonflow"
+    #: Partitions of each topic `canonflow topics create` and the worker create.
     partitions: int = DEFAULT_PARTITIONS
+    #: Replication factor of the topics canonflow creates.
     replication: int = 1
+    #: The providers whose raw topics the worker reads (comma-separated ids).
     providers: tuple[str, ...] = PROVIDERS
     #: Table store: memory:// (default, tests) or rocksdb:// (needs rocksdict; production).
     store: str = "memory://"
+    #: Where the worker keeps its tables (rocksdb://), its lock and the ship checkpoint.
     data_dir: str = ".canonflow-data"
     #: Run the chat projection (agents.canonical -> agents.chat).
     chat_enabled: bool = True
@@ -39,6 +44,7 @@ class Settings(Struct, frozen=True, kw_only=True):
     #: turn.completed(interrupted) and session.exited) and their state is removed;
     #: the scan runs every idle_scan_interval seconds.
     idle_timeout: float = 4 * 3600.0
+    #: Seconds between two scans for idle sessions (see idle_timeout).
     idle_scan_interval: float = 60.0
     #: The stall watch (pipeline.worker.stall): a session with no event for this many
     #: seconds while it waits on the model (a turn open), a tool (a tool item started)
@@ -46,8 +52,11 @@ class Settings(Struct, frozen=True, kw_only=True):
     #: "stalled"), and another (health "recovered") before its next event; 0 turns one
     #: off. The scan runs every stall_scan_interval seconds.
     stall_model: float = 120.0
+    #: Seconds a tool may run without an event before its session is stalled (0: off).
     stall_tool: float = 600.0
+    #: Seconds an approval may wait without an event before its session is stalled (0: off).
     stall_approval: float = 300.0
+    #: Seconds between two scans of the stall watch.
     stall_scan_interval: float = 10.0
     #: Publish each session's summary to agents.sessions (topics.sessions).
     sessions_enabled: bool = True
@@ -56,8 +65,9 @@ class Settings(Struct, frozen=True, kw_only=True):
     #: Meanwhile its table entry is a small mark (close time, partition), tombstoned at
     #: the first idle scan past the retention.
     sessions_retention: float = 0.0
-    #: Records per agent batch, and how long (seconds) a batch waits to fill.
+    #: The most records one normalize batch takes.
     batch_max: int = 500
+    #: Seconds a normalize batch waits to fill up to batch_max records.
     batch_within: float = 0.01
     #: The longest (seconds) a fetch of the worker's consumer waits for records. Kafka
     #: answers a fetch as soon as a record arrives; a broker that waits it out (the
@@ -84,8 +94,11 @@ class Settings(Struct, frozen=True, kw_only=True):
     #: Redaction work a record may spend, per byte of it (bytes scanned, matches weighing
     #: more): a record past it has its remaining secret-bearing strings masked whole.
     redact_budget: int = 64
+    #: Serve /health and /metrics.
     web_enabled: bool = True
+    #: The address the web server listens on (loopback by default).
     web_host: str = "127.0.0.1"
+    #: The port of the web server.
     web_port: int = 6066
     #: Host names the web server answers besides loopback names, the bound address and
     #: the address a request came in on (pipeline.ops.web.AllowedHosts): comma-separated
@@ -109,6 +122,7 @@ class Settings(Struct, frozen=True, kw_only=True):
     fleet_grace: float = 60.0
     #: Seconds between two broker probes (/health), and how long one may take.
     health_probe_interval: float = 5.0
+    #: Seconds one broker probe of /health may take.
     health_probe_timeout: float = 5.0
     #: Seconds a source partition may have records waiting with none of them processed
     #: before /health says the worker is stuck; a problem of its source partitions
@@ -118,14 +132,21 @@ class Settings(Struct, frozen=True, kw_only=True):
     #: Seconds the group coordinator waits for members to rejoin. Tansu holds every
     #: join for this long, so the embedded broker uses a short one.
     rebalance_timeout: float = 60.0
+    #: debug, info, warning, error or critical.
     log_level: str = "warning"
-    # security, passed to aiokafka: PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL
+    #: How the worker reaches Kafka (aiokafka): PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.
     security_protocol: str = "PLAINTEXT"
-    sasl_mechanism: str | None = None  # PLAIN, SCRAM-SHA-256, SCRAM-SHA-512
+    #: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512, with a SASL protocol.
+    sasl_mechanism: str | None = None
+    #: The SASL user name.
     sasl_username: str | None = None
+    #: The SASL password.
     sasl_password: str | None = None
+    #: The CA bundle that verifies the brokers (SSL, SASL_SSL).
     ssl_cafile: str | None = None
+    #: The client certificate (mutual TLS).
     ssl_certfile: str | None = None
+    #: The client certificate's private key.
     ssl_keyfile: str | None = None
 
     @property

@@ -1,7 +1,7 @@
 """The canonical event: the one contract every consumer of `agents.canonical` reads.
 
-Vocabulary and payloads follow seed 002 §1 (event families §1.2, item types §1.3,
-request types §1.4, payloads §1.5, id semantics §1.6). Every event is one frozen
+The vocabulary (event families, item types, request types), the payloads and the id
+semantics are the canonical contract's, documented in docs/contract. Every event is one frozen
 msgspec Struct tagged by its wire `type` ("turn.started", ...): the envelope fields
 live on the shared base, the typed payload in `payload`.
 
@@ -107,11 +107,11 @@ SCHEMA_VERSION = 1
 class _Event(
     Struct, frozen=True, kw_only=True, omit_defaults=True, tag_field="type"
 ):
-    """Envelope shared by every canonical event (DESIGN.md "Canonical events").
+    """Envelope shared by every canonical event (docs/contract/index.md).
 
     `schemaVersion` and `synthetic` carry no default so that they are always on the
     wire (omit_defaults drops defaults); canonical ids are canonflow's own, the
-    provider's ids are only in `providerRefs` (seed 002 §1.6).
+    provider's ids are only in `providerRefs`.
     """
 
     schemaVersion: int
@@ -125,7 +125,7 @@ class _Event(
     itemId: str | UnsetType = UNSET
     requestId: str | UnsetType = UNSET
     parentItemId: str | UnsetType = UNSET
-    #: The subagent the event belongs to, and the agent that started it (README "Agents").
+    #: The subagent the event belongs to, and the agent that started it (docs/contract, "Agents").
     #: Absent: the session's root agent, whose id only `session.started` carries. A
     #: subagent's id shares its hash with the tool item that started it: `agt_<h>` was
     #: started by `itm_<h>`.

@@ -29,7 +29,7 @@ DAY_MS = 24 * 60 * 60 * 1000
 #: error record) and dead-lettered, never sent to be refused (pipeline.normalize).
 EVENT_MAX_MESSAGE_BYTES = 20 * 1024 * 1024
 #: max.message.bytes of the table changelogs: a session value is bounded (lengths and
-#: digests, README "State"), a spooled chunk is at most one record's text (1 MiB).
+#: digests, docs "State"), a spooled chunk is at most one record's text (1 MiB).
 CHANGELOG_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 #: max.message.bytes of the other topics (raw, dead letters, metrics): Kafka's default.
 DEFAULT_MAX_MESSAGE_BYTES = 1_048_588

@@ -1,5 +1,5 @@
-"""The readable chat contract (`agents.chat`): seed 001 "Change the runtime. Keep a
-readable chat." The same records, with the same fields, for every runtime.
+"""The readable chat contract (`agents.chat`): change the runtime, keep a readable
+chat. The same records, with the same fields, for every runtime.
 
 Every record carries `session_id`, `provider`, `seq` (per session, gapless from 1),
 a deterministic `event_id` and the `source_event_id` of the canonical event it came
@@ -23,11 +23,17 @@ from topics.canonical import Decision, InputOutcome
 
 
 class _Chat(Struct, frozen=True, kw_only=True, tag_field="type"):
+    #: The session (the record's key), as on agents.canonical.
     session_id: str
+    #: The runtime's provider id.
     provider: str
+    #: The record's position in its session's chat, gapless from 1.
     seq: int
+    #: The record's own id, deterministic: the same when it is computed again.
     event_id: str
+    #: The eventId of the canonical event the record came from.
     source_event_id: str
+    #: The canonical turn the record belongs to (null outside a turn).
     turn_id: str | None = None
 
 
@@ -36,7 +42,9 @@ class ChatUser(_Chat, tag="user", frozen=True, kw_only=True):
     Only the person's own words: never text the runtime, a hook or a parent agent put
     on the user's side (a canonical user_message whose `author` is not "user")."""
 
+    #: The prompt's whole text.
     content: str
+    #: The canonical user_message item.
     item_id: str | None = None
 
 
@@ -49,8 +57,11 @@ class ChatText(_Chat, tag="text", frozen=True, kw_only=True):
 
     content: str
     accumulated: str
+    #: The message's phase when the runtime names one.
     phase: str | None = None
+    #: The canonical item the text belongs to.
     item_id: str | None = None
+    #: The tool call that started the subagent that wrote it (null: the root agent).
     parent_tool_use_id: str | None = None
     accumulated_length: int | UnsetType = UNSET
 
@@ -58,10 +69,15 @@ class ChatText(_Chat, tag="text", frozen=True, kw_only=True):
 class ChatReasoning(_Chat, tag="reasoning", frozen=True, kw_only=True):
     """Reasoning text: as ChatText."""
 
+    #: New reasoning text.
     content: str
+    #: The reasoning's text so far, while it is short (as ChatText).
     accumulated: str
+    #: The canonical item the text belongs to.
     item_id: str | None = None
+    #: The tool call that started the subagent that wrote it (null: the root agent).
     parent_tool_use_id: str | None = None
+    #: The reasoning's length so far, once `accumulated` is empty.
     accumulated_length: int | UnsetType = UNSET
 
 
@@ -70,10 +86,15 @@ class ChatToolUse(_Chat, tag="tool_use", frozen=True, kw_only=True):
     and for a file change the files it touches (`paths`) and the unified `diff` the
     call proposes, as the canonical item normalises them (null when it has none)."""
 
+    #: The tool call's id (its canonical item id).
     tool_use_id: str
+    #: The normalised tool name (Bash, Read, Edit, ..., mcp__server__tool).
     name: str
+    #: The tool's arguments, as the runtime sent them.
     input: Any
+    #: The tool call that started the subagent that made this call (null: the root agent).
     parent_tool_use_id: str | None = None
+    #: An MCP UI resource the tool declares, when it has one.
     ui_resource_uri: str | None = None
     paths: list[str] | None = None
     diff: str | None = None
@@ -84,10 +105,15 @@ class ChatToolResult(_Chat, tag="tool_result", frozen=True, kw_only=True):
     and the `diff` of what was done (against the file when the runtime said it, so it
     may differ from the tool_use's proposal), null when the completion has none."""
 
+    #: The tool call this result answers.
     tool_use_id: str
+    #: The tool's output as text.
     content: str
+    #: Whether the tool failed.
     is_error: bool
+    #: The tool call that started the subagent that ran it (null: the root agent).
     parent_tool_use_id: str | None = None
+    #: An MCP UI resource the result points to, when it has one.
     ui_resource_uri: str | None = None
     paths: list[str] | None = None
     diff: str | None = None
@@ -100,11 +126,17 @@ class ChatApproval(_Chat, tag="approval", frozen=True, kw_only=True):
     null when the runtime did not say)."""
 
     state: Literal["opened", "resolved"]
+    #: The canonical request id (request.opened's requestId).
     request_id: str
+    #: The canonical requestType.
     request_type: str
+    #: The tool call the approval is for (its canonical item id).
     tool_use_id: str | None = None
+    #: The normalised name of the tool the approval is for.
     tool_name: str | None = None
+    #: What is asked, in words (a command line, a file), when known.
     detail: str | None = None
+    #: The answers the runtime offers, as it lists them.
     options: list[Any] | None = None
     decision: str | None = None
     outcome: Decision | None = None
@@ -115,15 +147,20 @@ class ChatQuestion(_Chat, tag="question", frozen=True, kw_only=True):
     `outcome`: answered, declined or cancelled (null when the runtime did not say)."""
 
     state: Literal["asked", "answered"]
+    #: The canonical request id of the question.
     request_id: str
     questions: Any = None
+    #: The answers, once the question is resolved.
     answers: Any = None
     outcome: InputOutcome | None = None
 
 
 class ChatError(_Chat, tag="error", frozen=True, kw_only=True):
+    #: The error's message.
     message: str
+    #: The runtime.error class (provider_error, ...).
     error_class: str | None = None
+    #: Whether the runtime says it retries.
     will_retry: bool | None = None
 
 
@@ -134,7 +171,9 @@ class ChatDone(_Chat, tag="done", frozen=True, kw_only=True):
 
     result: str | None
     final_text: str | None
+    #: Whether the turn ended in failure.
     is_error: bool
+    #: How the turn ended: success, error, interrupted or cancelled.
     subtype: str
 
 

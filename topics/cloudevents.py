@@ -1,5 +1,5 @@
 """CloudEvents headers on every record of agents.canonical and agents.chat: the binary
-content mode of the CloudEvents Kafka protocol binding (README "CloudEvents"), so that
+content mode of the CloudEvents Kafka protocol binding (docs "CloudEvents"), so that
 generic tooling (Knative, Kafka Connect SMTs, Benthos, the CloudEvents SDKs) routes and
 filters by type, source and subject without parsing a record's JSON.
 

@@ -1,10 +1,10 @@
 """Reading `agents.canonical` and `agents.chat` as a consumer should, without the I/O:
 typed events, duplicates dropped, gaps said, offsets committed only for what was
-handled (README "Consuming canonflow"). `pipeline.cluster.consumer.Consumer` runs this
+handled (docs "Consuming canonflow"). `pipeline.cluster.consumer.Consumer` runs this
 over aiokafka; anything else that reads Kafka can feed `Tracker` itself.
 
 Duplicates. A worker that crashes publishes again what it had not acknowledged, with
-the same eventIds, on the partition of the originals and after them (README
+the same eventIds, on the partition of the originals and after them (docs
 "Reliability"). An eventId is its session life's prefix (a hash of provider, session
 and the life's first record time: a session closed for idleness and started again is
 a new life, its seq from 1 again) followed by `seq` in its last 12 hex digits. So the
@@ -47,7 +47,7 @@ nothing handed out), then goes on from the committed offset. A copy lies at most
 worker's undelivered output after its original (the batches it had not acknowledged),
 far below the default lookback.
 
-Schema evolution (README "Schema evolution"): unknown fields are ignored (msgspec); an
+Schema evolution (docs "Schema evolution"): unknown fields are ignored (msgspec); an
 event of a type this version does not know, or whose values it cannot take (a new
 enum value), is yielded as `Unknown` with its envelope and bytes, deduplicated and
 gap-checked like any event; a record that is not an event at all is `Unknown` without

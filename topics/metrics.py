@@ -38,28 +38,51 @@ class FleetMetrics(Struct, frozen=True, kw_only=True):
     runtime.error by `class`.
     """
 
+    #: The fleet record's version.
     schemaVersion: int
+    #: The window kind: tumbling-1m or hopping-5m.
     window: WindowKind
+    #: The window's start (epoch ms, inclusive).
     windowStartMs: int
+    #: The window's end (epoch ms, exclusive).
     windowEndMs: int
+    #: The provider counted.
     provider: str
+    #: The model counted ("unknown" before a turn names one).
     model: str
+    #: The agents.canonical partition counted: sum over it for the fleet.
     partition: int
+    #: True on the window's last record.
     closed: bool = False
+    #: Turns started.
     turnsStarted: int = 0
+    #: Turns completed.
     turnsCompleted: int = 0
+    #: Turns failed.
     turnsFailed: int = 0
+    #: Turns interrupted, cancelled or aborted.
     turnsInterrupted: int = 0
+    #: Tool calls by normalised tool name.
     toolCalls: dict[str, int] = {}
+    #: Approvals opened (request.opened of *_approval requests).
     approvalsRequested: int = 0
+    #: Approvals resolved.
     approvalsResolved: int = 0
+    #: Approvals denied, declined or rejected.
     approvalsDenied: int = 0
+    #: How many decisions those times cover.
     approvalDecisions: int = 0
+    #: The sum of the times from opening to decision (ms).
     approvalDecisionMsSum: int = 0
+    #: The longest time from an approval's opening to its decision (ms).
     approvalDecisionMsMax: int = 0
+    #: Input tokens of the turns completed.
     tokensIn: int = 0
+    #: Output tokens of the turns completed.
     tokensOut: int = 0
+    #: The turns' cost (USD).
     costUsd: float = 0.0
+    #: runtime.error events by class.
     errors: dict[str, int] = {}
 
 

@@ -81,16 +81,29 @@ class DeadLetter(Struct, frozen=True, kw_only=True, omit_defaults=True):
     topic's retention keeps it.
     """
 
+    #: The raw topic the record came from.
     topic: str
+    #: The raw record's partition.
     partition: int
+    #: The raw record's offset.
     offset: int
+    #: The provider of that raw topic.
     provider: str
+    #: The kind of failure: the adapter error's class (MalformedRecord, ...),
+    #: `InternalError.adapter.<exception>` for canonflow's own failure, `Refused.<topic>`
+    #: for output the cluster refused.
     errorClass: str
+    #: What failed, in one line.
     reason: str
+    #: The original bytes (base64 in JSON), redacted, or cut to fit the topic.
     value: bytes
+    #: The raw record's key (the session id), when it had one.
     key: str | None = None
+    #: The line of the record that failed, when the record held several.
     line: int | UnsetType = UNSET
+    #: The raw record's origin header.
     origin: Origin | UnsetType = UNSET
+    #: The raw record's timestamp (epoch ms).
     timestampMs: int | UnsetType = UNSET
     valueBytes: int | UnsetType = UNSET
     valueSha256: str | UnsetType = UNSET

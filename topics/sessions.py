@@ -1,6 +1,6 @@
 """The session summary (`agents.sessions`): the latest state of each session, keyed by
 session id on a compacted topic, so that a dashboard or a UI lists sessions by reading
-this topic alone (README "Session summaries").
+this topic alone (docs "Session summaries").
 
 The worker publishes a session's summary with the batch of canonical events that
 changed it (at most once per batch per session), and keeps it in the session's stored

@@ -1,4 +1,4 @@
-"""Token usage in one shape for every runtime, and a turn's cost (README "Token usage",
+"""Token usage in one shape for every runtime, and a turn's cost (docs "Token usage",
 "Cost").
 
 Each runtime counts tokens its own way (Anthropic leaves cache reads and writes out of

@@ -12,7 +12,7 @@ permission request and the client methods that serve it may name none: the PostT
 hook's update carries no parentToolUseId); a message item to the agent of its chunks;
 any other session/update to the agent it names; anything else to the root agent.
 
-Errors (seed 002 §5.4): -32600/-32601/-32602/-32700 are validation errors, -32000
+Errors: -32600/-32601/-32602/-32700 are validation errors, -32000
 (auth required) a permission error, -32603, gemini's 500 and any other code a provider
 error.
 """

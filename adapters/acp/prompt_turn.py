@@ -2,7 +2,7 @@
 
 A turn is one `session/prompt`: its request opens the turn (and a user_message item
 with the prompt), its response closes it with the stop reason; a prompt sent while one
-is open supersedes it (turn.completed cancelled, seed 002 §5.4), and the superseded
+is open supersedes it (turn.completed cancelled), and the superseded
 prompt's own response is then dropped. An error answering `session/prompt` also fails
 the turn, and -32800 (request cancelled) cancels it.
 
@@ -37,7 +37,7 @@ from topics.canonical import (
 def on_prompt(state: State, obj: dict[str, Any], params: dict[str, Any], key: str,
               out: Emitter) -> State:
     sid = as_str(params.get("sessionId"))
-    if state.turnOpen:  # a new prompt supersedes the open one (seed 002 §5.4)
+    if state.turnOpen:  # a new prompt supersedes the open one
         state = finish_turn(state, out, TurnCompletedPayload(
             state="cancelled", stopReason="cancelled",
             errorMessage="superseded by a new session/prompt"), synthetic=True)

@@ -82,7 +82,7 @@ class State(Stored, frozen=True, kw_only=True):
     client: dict[str, Pending] = {}  # requests from the client, by id key
     agent: dict[str, Pending] = {}  # requests from the agent, by id key
     terminals: dict[str, str] = {}  # terminal id -> key of the tool item it runs for
-    # each ACP session's running token total over the turns seen (README "Token usage");
+    # each ACP session's running token total over the turns seen (docs "Token usage");
     # last, as a field added to a stored array must be
     totals: dict[str, TokenUsage] = {}
     cwd: str | None = None  # the working directory of the last session/new|load (a path)

@@ -8,10 +8,10 @@ spoken by Gemini CLI 0.30.0 (`--experimental-acp`) to 0.61.0 (`--acp`),
 `@agentclientprotocol/claude-agent-acp` 0.24 to 0.85 (Claude Code's own tools, no client
 methods; its later releases add `name`, `messageId`, `usage_update` with cost,
 `session_info_update` and `_auth/status_update`), also Cursor and OpenCode `acp`. Every message is a JSON-RPC
-request, notification or response; `origin` says who wrote it. Mapping: seed 002 §5.
+request, notification or response; `origin` says who wrote it.
 
 Releases (every recording of each is replayed against its oracle by
-tests/adapters/test_drift.py, which also checks this table; README.md "Verified runtime
+tests/adapters/test_drift.py, which also checks this table; docs/runtimes "Verified runtime
 releases")
 
 | runtime (recordings) | releases verified | written against |

@@ -7,10 +7,10 @@ user | result(success) | result(error_during_execution | error_max_turns). The
 shape is Claude Code's stream-json, so this adapter is `adapters.claude` with
 another table: the same state, the same block, tool and turn handling. It also
 reads the older flat lines (`message`, `tool_call`, `tool_result`, `error`,
-`done`; the StreamJSONMessage of the sandbox-agent schema, seed 000 Amp column).
+`done`; the StreamJSONMessage of the sandbox-agent schema).
 
 Releases (every recording of each is replayed against its oracle by
-tests/adapters/test_drift.py, which also checks this table; README.md "Verified runtime
+tests/adapters/test_drift.py, which also checks this table; docs/runtimes "Verified runtime
 releases")
 
 | runtime (recordings) | releases verified | written against |
@@ -22,7 +22,7 @@ not send), so nothing records it.
 
 Invariants (those of adapters.claude, plus)
 * Amp sends no deltas: every text block becomes one synthetic full-text
-  `content.delta` before its `item.completed` (seed 000 delta policy).
+  `content.delta` before its `item.completed` (never text twice).
 * A turn opens at the first message (init, assistant, user) and ends at
   `result`, or at `done` in the flat format; an `error` line before `done` makes
   that turn failed.

@@ -1,4 +1,4 @@
-"""claude: whose message it is, the root agent's or a subagent's (README "Agents").
+"""claude: whose message it is, the root agent's or a subagent's (docs "Agents").
 
 Claude Code's Task (Agent) tool starts a subagent; every message of that subagent
 (`assistant`, `user`, `stream_event`, `tool_progress`) carries `parent_tool_use_id`,

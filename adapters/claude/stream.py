@@ -182,7 +182,7 @@ def _block_delta(state: State, out: Emitter, m_key: str, key: str, delta: dict[s
         if key not in state.blocks:
             if _is_done(state, m_key, int(key.rsplit("#", 1)[1])):
                 return state  # late delta of a completed block: its text is already out
-            # a delta before any content_block_start (seed 000: stub the item first)
+            # a delta before any content_block_start (a stub item is started first)
             _start_text(state, out, kind, key, parent, synthetic=True)
             state = _replace(state, blocks={**state.blocks, key: Block(kind=kind)})
         if text:

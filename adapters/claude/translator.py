@@ -5,8 +5,7 @@ Reads the stream-json lines of `claude -p --output-format stream-json --verbose`
 (`--input-format stream-json --permission-prompt-tool stdio`, both directions:
 `control_request` / `control_response`), as declared by
 `@anthropic-ai/claude-agent-sdk` 0.2.62 .. 0.3.332 (`sdk.d.ts`: SDKMessage,
-SDKControlRequest) and written by Claude Code 2.0.77 .. 2.1.332. Mapping: seed 002
-§4, seed 000 (Claude rows). `adapters.amp` reuses this package for Amp's
+SDKControlRequest) and written by Claude Code 2.0.77 .. 2.1.332. `adapters.amp` reuses this package for Amp's
 Claude-like `--stream-json`, `adapters.claude_transcript` for the session files.
 
 This module is the dispatch: the handler tables and what the registry reads. The
@@ -17,7 +16,7 @@ protocol), `system` (system/* and telemetry lines), `turns` (result: the end of 
 turn), `usage` (tokens, cost, the thread's total).
 
 Releases (every recording of each is replayed against its oracle by
-tests/adapters/test_drift.py, which also checks this table; README.md "Verified runtime
+tests/adapters/test_drift.py, which also checks this table; docs/runtimes "Verified runtime
 releases")
 
 | runtime (recordings) | releases verified | written against |
@@ -39,7 +38,7 @@ Invariants
 * Text is never sent twice. With partial messages, `text_delta` /
   `thinking_delta` become `content.delta` and the full `assistant` line adds only
   the suffix the deltas did not carry; without them, one synthetic full-text delta
-  precedes `item.completed` (seed 000 delta policy).
+  precedes `item.completed` (never text twice).
 * A tool item starts at its tool_use block and completes, whole output and
   is_error, at the tool_result block of a later `user` line (or a server tool's
   `*_tool_result` block). Items still open when a turn ends are completed as
@@ -125,7 +124,7 @@ from adapters.claude.system import (
     _on_worker_shutting_down,
 )
 from adapters.claude.turns import _on_result
-from adapters.claude.usage import claude_tokens as claude_tokens  # re-exported: README "Usage"
+from adapters.claude.usage import claude_tokens as claude_tokens  # re-exported: docs "Token usage"
 from adapters.claude.usage import result_tokens as result_tokens  # and test_token_usage
 from adapters.core.contract import MalformedRecord, Message
 from adapters.core.emitter import Emitter

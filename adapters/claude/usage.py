@@ -1,5 +1,5 @@
 """claude: tokens and cost, by the rule of Anthropic's usage objects and Claude
-Code's result (README "Usage"), and the thread's running total (State.total) that each
+Code's result (docs "Token usage"), and the thread's running total (State.total) that each
 turn's tokens add to.
 
 Importable for the transcript adapters (adapters.claude_transcript): `claude_tokens`

@@ -1,6 +1,6 @@
 """codex: item notifications: item/started, item/completed, the text and output deltas
 of an item's streams, and its in-progress updates. An item first seen through a delta or
-its completion is started synthetically (seed 000)."""
+its completion is started synthetically."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def on_item_completed(state: State, p: dict[str, Any], out: Emitter) -> State:
         state = _open_item(state, out, thread, turn, native_id, kind,
                            item_payload(kind, item, False, out.cap), synthetic=True)
     at = item_at(out, thread, state.items[native_id].turn, native_id)
-    # the final text, less what the deltas already carried (seed 000 delta policy)
+    # the final text, less what the deltas already carried (never text twice)
     for key, final, stream, index in final_texts(kind, item):
         content, summary = indices(stream, index)
         rest(out, at, stream, final, key, content, summary)
@@ -82,7 +82,7 @@ def _agents(state: State, out: Emitter, item: dict[str, Any], kind: str, thread:
 def _ensure_item(state: State, out: Emitter, p: dict[str, Any], method: str, kind: str
                  ) -> tuple[State, str, OpenItem]:
     """The open item a delta or update names, started synthetically when the delta
-    came first (seed 000: part before message -> stub item.started)."""
+    came first (a part before its message gets a stub item.started)."""
     native_id = need_str(p, "itemId", method)
     if native_id not in state.items:
         thread, turn = need_str(p, "threadId", method), need_str(p, "turnId", method)

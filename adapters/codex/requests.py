@@ -52,7 +52,7 @@ def on_client_response(state: State, obj: dict[str, Any], out: Emitter) -> State
 # ---- server requests (approvals, input, tool calls) ---------------------------------
 
 
-#: requestType by server request method (seed 002 §3.2); the methods §3.2 does not
+#: requestType by server request method; the methods this table does not
 #: name open as `unknown`, with their payload.
 REQUEST_TYPES: dict[str, str] = {
     "item/commandExecution/requestApproval": "command_execution_approval",

@@ -1,6 +1,6 @@
 """codex: token usage. `thread/tokenUsage/updated` carries the thread's running total
 (`total`) and the last model call (`last`); a turn's tokens are its total's gain since
-the turn's first call (README "Token usage")."""
+the turn's first call (docs "Token usage")."""
 
 from __future__ import annotations
 

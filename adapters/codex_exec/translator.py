@@ -3,10 +3,10 @@
 Reads the JSONL ThreadEvent stream of `codex exec --json` / `--experimental-json`
 as declared by `@openai/codex-sdk` 0.163.0 (`events.ts`, `items.ts`) and emitted by
 codex-cli 0.46.0 through 0.171.0: thread.started, turn.started, turn.completed,
-turn.failed, item.started, item.updated, item.completed, error. Mapping: seed 002 §6.
+turn.failed, item.started, item.updated, item.completed, error.
 
 Releases (every recording of each is replayed against its oracle by
-tests/adapters/test_drift.py, which also checks this table; README.md "Verified runtime
+tests/adapters/test_drift.py, which also checks this table; docs/runtimes "Verified runtime
 releases")
 
 | runtime (recordings) | releases verified | written against |
@@ -21,7 +21,7 @@ Invariants
   order: items that only arrive as `item.completed` (agent_message, reasoning, and
   file_change before 0.171) get a synthetic `item.started` first.
 * Codex exec sends no text deltas, so a message's text becomes one synthetic
-  `content.delta` right before its `item.completed` (seed 000 delta policy);
+  `content.delta` right before its `item.completed` (the delta policy: a delta, then the final text less what it carried);
   command output that grows across `item.updated` is streamed as
   `command_output` deltas of the new suffix only, and `item.completed` carries the
   whole `aggregated_output`.

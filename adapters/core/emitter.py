@@ -378,7 +378,7 @@ class Emitter:
     #
     # Every runtime streams text (assistant, reasoning, plan) and tool output, as deltas,
     # as growing snapshots, or whole at the end, and every adapter must emit each
-    # character once ("never text twice", seed 000) and deliver a tool's output whole on
+    # character once ("never text twice") and deliver a tool's output whole on
     # item.completed. The session keeps, per open stream, only its length and a digest
     # (Stream): enough to tell what part of a final text or snapshot is new. Where the
     # completed item must carry text or output the runtime never sends whole, the bytes
@@ -488,7 +488,7 @@ class Emitter:
         """(what of a full chunk is written, what is held for the next one): with a hold
         policy, the chunk's end that may start a secret waits for the stream's next
         chunk, so a record that ends inside a secret does not cut it in two chunks (the
-        worker's spool redacts each chunk alone before storing it, issue 25)."""
+        worker's spool redacts each chunk alone before storing it)."""
         if self.hold is None or not chunk:
             return chunk, ""
         hold = self.hold

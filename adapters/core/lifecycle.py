@@ -11,7 +11,7 @@ its events go (canonical thread, turn, item and parent ids, providerRefs):
   and (where the item must deliver it whole later) spooled ("never text twice");
 * `snapshot`: a growing snapshot of a stream: only what is past what it carried;
 * `rest`: a stream's final text less what its deltas carried, as one synthetic
-  delta (seed 000: delta then final, never twice);
+  delta (a delta, then the final text: never twice);
 * `taken`: an item's stream read back whole from the spool, as the completed item's
   `text` or `output` fields (`outputTruncated` past the cap), and closed;
 * `complete_item`: item.completed, every stream of the item closed first (a later

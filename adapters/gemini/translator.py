@@ -7,7 +7,7 @@ process answers one prompt: `init` opens the session and the turn, `result` ends
 the turn. Gemini CLI in ACP mode (`--acp`) is read by the `acp` adapter instead.
 
 Releases (every recording of each is replayed against its oracle by
-tests/adapters/test_drift.py, which also checks this table; README.md "Verified runtime
+tests/adapters/test_drift.py, which also checks this table; docs/runtimes "Verified runtime
 releases")
 
 | runtime (recordings) | releases verified | written against |
@@ -27,7 +27,7 @@ Invariants
   `assistant_text` deltas of one assistant_message item per contiguous run; a
   tool_use (or the user's message, or the turn's end) closes the item with its
   whole text. An assistant message without `delta` is a whole message: one
-  synthetic full-text delta (seed 000 delta policy). The user's prompt, echoed
+  synthetic full-text delta (never text twice). The user's prompt, echoed
   first, is a user_message item and never assistant text.
 * tool_use / tool_result pair by `tool_id` (the runtime's tool-call id); a tool
   still open when the turn ends is completed as failed.

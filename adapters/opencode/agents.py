@@ -1,4 +1,4 @@
-"""OpenCode: subagents (README "Agents").
+"""OpenCode: subagents (docs "Agents").
 
 OpenCode's `task` tool runs a subagent as a child session (tool/task.ts): it creates a
 session whose `parentID` is the caller's session (session.created `info.parentID`),

@@ -93,7 +93,7 @@ def _on_text_part(state: State, out: Emitter, sid: str, mid: str, pid: str,
     state = _open_turn(state, out, sid)
     current = _replace(current, role=role)
     if not current.started:
-        # a part of an unannounced message is a stub so its deltas have a parent (seed 000)
+        # a part of an unannounced message is a stub so its deltas have a parent
         state, current = _start_text(state, out, pid, current, mid not in state.roles, flags)
     return _advance(state, out, pid, current, snapshot=text, final=final)
 
@@ -144,7 +144,7 @@ def _advance(state: State, out: Emitter, pid: str, part: Part, *, snapshot: str 
         new = unsent + delta
     else:
         # on the delta path, hold trailing whitespace back: OpenCode trims it when the
-        # part closes; a snapshot's new text is emitted whole (seed 001)
+        # part closes; a snapshot's new text is emitted whole
         pending = unsent + delta
         new = pending.rstrip()
         part = _hold(out, pid, part, pending[len(new):])

@@ -16,7 +16,7 @@ is unwrapped; its `sync` payloads (durable copies of bus events) are ignored. `d
 where `properties` is absent (the durable `/api/event` shape).
 
 Releases (every recording of each is replayed against its oracle by
-tests/adapters/test_drift.py, which also checks this table; README.md "Verified runtime
+tests/adapters/test_drift.py, which also checks this table; docs/runtimes "Verified runtime
 releases")
 
 | runtime (recordings) | releases verified | written against |
@@ -28,7 +28,7 @@ session.created / session.updated): thread.metadata.updated `runtimeVersion`, be
 rest of the record in `metadata`. There is no session.configured: the bus announces no
 configuration.
 
-Mapping (OpenCode column of seed 000; seed 002 vocabulary)
+Mapping
 * One bus carries many OpenCode sessions: each native `sessionID` is a canonical thread
   (`threadId` derived from it, `providerRefs.providerSessionId`), with its own turns. The
   canonical `sessionId` is the fleet key of the whole stream.
@@ -72,11 +72,11 @@ Invariants
   follows or the part closes: deltas are forwarded as they come except that a delta's
   trailing whitespace moves to the next one, and for every part that closes normally the
   deltas add up exactly to its final text. Snapshots (`message.part.updated`, the 1.1.x
-  path) emit all their new text at once, trailing whitespace included, as seed 001's
-  saved translation does ("Fixture " then "complete."). A part cut off (turn ended,
+  path) emit all their new text at once, trailing whitespace included, as the
+  reference chat translation does ("Fixture " then "complete."). A part cut off (turn ended,
   message completed without time.end) flushes all it has.
 * The user's prompt is never assistant text: user text parts become a `user_message`
-  item (started and completed at once, no deltas: seed 001).
+  item (started and completed at once, no deltas).
 * Every item is started once and completed once. A closed part's id stays in a short
   ring (`closed`) so that late or repeated updates (OpenCode re-sends finished parts;
   1.1.x marks aborted tool parts only after it went idle) emit nothing.
@@ -88,7 +88,7 @@ Tricky parts
 * Roles come only from `message.updated` (the message's `role`). OpenCode publishes a
   message before its parts, so a text part of an unannounced message that arrives after
   the turn's user message was seen is an assistant reply: it gets a synthetic
-  `item.started` stub and streams at once (seed 000). With no prompt seen yet (a stream
+  `item.started` stub and streams at once. With no prompt seen yet (a stream
   joined mid-way) the role cannot be inferred: the part's text is buffered (`held`) and
   emitted when its `message.updated` arrives (user -> user_message, assistant -> stub +
   deltas); still unknown at the turn's end, it is taken as assistant text, because by then

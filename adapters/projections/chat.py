@@ -1,4 +1,4 @@
-"""The chat projection: canonical events -> the readable chat contract of seed 001.
+"""The chat projection: canonical events -> the readable chat contract (topics.chat).
 
 Sans-I/O like the adapters: a frozen state per session and one pure function,
 canonical event in -> new state + chat records out. It knows no runtime: every

@@ -16,7 +16,7 @@ from pipeline.cli.common import load_settings, partitions_option, run_broker_opt
 @click.option("--batch", type=click.IntRange(min=1), default=50, show_default=True,
               help="Native messages per record in the batched run.")
 @click.option("--fixtures", type=click.Path(file_okay=False, exists=True), default=None,
-              help="Captured conversations (default ../shared/fixtures/captured).")
+              help="Captured conversations (default: the project's tests/fixtures/captured, or a captured set beside the project).")
 @click.option("--timeout", type=float, default=300.0, show_default=True)
 @click.option("--recovery-sessions", type=int, default=100_000, show_default=True,
               help="Sessions in the table for the recovery measurement (0 skips it).")

@@ -2,7 +2,7 @@
 
 `EmbeddedBroker` starts the binary on 127.0.0.1 on a free port, waits until it
 accepts connections, and stops it (SIGTERM, then SIGKILL) by its own PID. Known
-limits of this build (memory storage) are in DESIGN.md "Embedded default": no
+limits of this build (memory storage, docs/operating/broker.md): no
 idempotent/transactional producer, ListOffsets(latest) may stop short of the log
 end unless every record is its own batch, compaction never runs, and data is lost
 when the process exits.

@@ -1,5 +1,5 @@
 """The consumer library: agents.canonical (and agents.chat) as typed events, over aiokafka
-(README "Consuming canonflow"). Imports aiokafka and msgspec only (never Faust), so a
+(docs "Consuming canonflow"). Imports aiokafka and msgspec only (never Faust), so a
 consumer service depends on canonflow's contract, not on its worker.
 
     async with Consumer.connect("kafka:9092", group="billing") as events:

@@ -17,7 +17,7 @@ The standard process metrics (`process_cpu_seconds_total`, `process_resident_mem
 `process_virtual_memory_bytes`, `process_open_fds`, `process_max_fds`,
 `process_start_time_seconds`, with prometheus-client's names and meaning) are read
 from /proc at each scrape (`add_process_metrics`), so the memory a worker holds can be
-watched against the bound the README promises; where there is no /proc they are absent.
+watched against the bound the docs promise; where there is no /proc they are absent.
 
 Label values that come from the input (native types, tool names, models) are capped
 per metric (`MAX_SERIES` label sets, gauges computed at scrape time included); past

@@ -55,7 +55,7 @@ from topics.chat import encode_chat
 #: The default sizes of the answer and of the command output.
 SIZES: tuple[int, ...] = (64 * 1024, 1024 * 1024, 8 * 1024 * 1024)
 LONG_PROVIDERS: tuple[str, ...] = ("codex", "claude", "opencode", "acp")
-#: Targets shown beside each figure (issue 17).
+#: Targets shown beside each figure.
 TARGETS: dict[str, float] = {"changelog_per_native": 1.5, "canonical_per_native": 1.3,
                              "chat_per_native": 2.0, "largest_table_value": 64 * 1024}
 _WARMUP = "bench-long-warmup"

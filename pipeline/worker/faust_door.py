@@ -262,7 +262,7 @@ def forget_unacknowledged(app: Any, topic: str) -> int:
     unacknowledged, so their offsets are not committed: they are read again after the
     restart. Why: Faust's shutdown first waits until every record it handed out is
     acknowledged (the consumer's `wait_empty`, through its `unacked` set); with a batch
-    held back, SIGTERM was never honoured (issue 25: SIGKILL after 60 s,
+    held back, SIGTERM was never honoured (SIGKILL after 60 s,
     tests/pipeline/test_stop_in_retry.py)."""
     unacked = app.consumer.unacked
     mine = [message for message in list(unacked) if message.topic == topic]
@@ -285,7 +285,7 @@ class Recovery(FaustRecovery):
     sets each partition's read offset back to the committed offset, and the next record
     that was fetched before the seek looks like a jump past a gap: Faust acknowledges
     the "gap" and commits past records this worker never processed. They are never read
-    again (faust-streaming issue 596 describes the same family of races). Observed here:
+    again (faust-streaming's issue tracker describes the same family of races). Observed here:
     the SIGTERM test restarted a worker, which skipped raw records and published fewer
     events than the offline replay. With the flow stopped during the seek, no record
     arrives while the read offsets are reset: the fetcher waits, the records in flight

@@ -35,7 +35,7 @@ whose value changed are published every `settings.fleet_publish_interval` second
 from a timer, not per batch: one record per changed window per interval, however
 busy the stream.
 
-What the input must not do (issue 25, each reproduced on a real worker):
+What the input must not do (each reproduced on a real worker):
 - Stop the agents. Counting a batch is synchronous, so the agents never wait for the
   stage; the publication goes in deliveries of at most PUBLISH_CHUNK records, sent
   again until the cluster takes them (pipeline.worker.output.OutputProducer) while nothing the

@@ -157,7 +157,7 @@ class BatchSpool:
 
     def put(self, session: str, key: str, n: int, data: str | None) -> None:
         if data and self._redact is not None and not key.startswith(CHAT_SPOOL_PREFIX):
-            # no secret at rest in the items changelog (issue 25); each chunk holds every
+            # no secret at rest in the items changelog; each chunk holds every
             # secret whole: the core holds a chunk's end that may start one for the next
             # chunk (Emitter._seal). The chat's pieces come from published, redacted
             # events. The session's lengths count what the runtime sent (outputLength).

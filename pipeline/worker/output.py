@@ -57,7 +57,7 @@ class OutputProducer:
 
     Separate from Faust's own producer (left with the fleet tables' changelogs): on the
     embedded broker that one must put every record in its own batch (so that table
-    recovery sees the changelog's true end, DESIGN.md), and measured here that makes
+    recovery sees the changelog's true end: docs, Embedded broker), and measured that makes
     every further message to a partition wait for the one before it (`canonflow
     bench`). This one sends whole record batches; on the embedded broker only each
     changelog partition's last record of a delivery goes alone (`exact_ends`). Started
@@ -120,7 +120,7 @@ class OutputProducer:
 
         `exact_ends` puts the last record of each partition in a record batch of its own:
         the embedded broker answers ListOffsets(latest) with the first offset of the
-        last batch + 1 (DESIGN.md), and table recovery reads a changelog up to that.
+        last batch + 1, and table recovery reads a changelog up to that.
 
         The items of each topic partition go as whole record batches (`send_batch`):
         measured, aiokafka's per-message `send` (a future and a metadata wait per
@@ -134,7 +134,7 @@ class OutputProducer:
         when everything is delivered.
 
         Raises Abandoned when the worker begins to stop once a delivery has failed
-        (issue 25: a worker whose agent was sending a batch again ignored SIGTERM, as
+        (a worker whose agent was sending a batch again ignored SIGTERM, as
         Faust's shutdown waits for every record it handed out to be acknowledged): the
         attempt under way, or the backoff, is cut short within STOP_POLL_SECONDS, and
         the records not delivered are given up. A first attempt is never cut short, so

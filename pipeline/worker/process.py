@@ -20,7 +20,7 @@ from pipeline.cluster.broker import EmbeddedBroker, die_with_parent, stop_proces
 from pipeline.settings import Settings, child_env
 
 #: Tansu's ListOffsets(latest) is exact only when every record is its own batch
-#: (DESIGN.md "Embedded default"), which table recovery depends on.
+#: (see docs/operating/broker.md), which table recovery depends on.
 EMBEDDED_PRODUCER_BATCH = 1
 #: Tansu completes a group join only after the rebalance timeout (measured: 30 s
 #: with Faust's default, 5 s with 5 s), so the embedded broker gets a short one.

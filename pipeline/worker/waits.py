@@ -1,4 +1,4 @@
-"""What each session waits on, and since when: the worker's stall watch (issue 19).
+"""What each session waits on, and since when: the worker's stall watch.
 
 A session waits on the model (a turn open, no tool running), on a tool (a tool item
 started and not completed), on an approval (a request or a question opened and not

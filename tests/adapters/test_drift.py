@@ -26,7 +26,7 @@ must give the same bytes. Where the stream states the runtime's release, the ada
 records it (`runtimeVersion`, and `runtimeName` where the protocol names the agent),
 and it is the release the file is named for.
 
-README.md "Verified runtime releases" and each adapter's docstring list the
+docs/runtimes/index.md "Verified runtime releases" and each adapter's docstring list the
 releases; tests here compare both with the recordings, so neither goes stale.
 """
 
@@ -51,7 +51,7 @@ from topics.canonical import TOOL_ITEM_TYPES, decode_event
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 SETS = ("captured", "versions", "more-runtimes")
-README = Path(__file__).resolve().parents[2] / "README.md"
+RELEASES_PAGE = Path(__file__).resolve().parents[2] / "docs" / "runtimes" / "index.md"
 SECTION = "## Verified runtime releases"
 
 CAPTURES = sorted(p for s in SETS for p in (FIXTURES / s).glob("*/*.capture.jsonl"))
@@ -438,7 +438,8 @@ def verified_releases() -> dict[str, dict[str, Counter[str]]]:
 
 
 def release_table() -> str:
-    """The table of README.md "Verified runtime releases", from the recordings."""
+    """The table of docs/runtimes/index.md "Verified runtime releases", from the
+    recordings."""
     found = verified_releases()
     rows = ["| provider | runtime (recordings' name) | releases verified (conversations) |",
             "| --- | --- | --- |"]
@@ -452,13 +453,13 @@ def release_table() -> str:
     return "\n".join(rows) + "\n"
 
 
-def test_readme_lists_every_verified_release():
-    text = README.read_text()
-    assert SECTION + "\n" in text, f"README.md has no section {SECTION!r}"
+def test_docs_list_every_verified_release():
+    text = RELEASES_PAGE.read_text()
+    assert SECTION + "\n" in text, f"docs/runtimes/index.md has no section {SECTION!r}"
     section = text.split(SECTION + "\n", 1)[1].split("\n## ", 1)[0]
     table = release_table()
     assert table in section, (
-        f"README.md {SECTION!r} is not the recordings' table; it should read:\n\n{table}")
+        f"docs/runtimes/index.md {SECTION!r} is not the recordings' table; it should read:\n\n{table}")
 
 
 @pytest.mark.parametrize("provider", sorted(verified_releases()))

@@ -1,4 +1,4 @@
-"""The canonical contract's words (seed 002 §1.2-1.4) and the parts every payload and
+"""The canonical contract's words (event families, item and request types) and the parts every payload and
 the envelope share: the payload base and the envelope's `providerRefs` and `raw`.
 
 The Literal types are the vocabulary consumers match on (item types, request types,
@@ -59,7 +59,7 @@ StreamKind = Literal[
 ErrorClass = Literal[
     "provider_error", "transport_error", "permission_error", "validation_error", "unknown"
 ]
-#: How an approval ended, in the same words for every runtime (README "Decisions"):
+#: How an approval ended, in the same words for every runtime (docs "Decisions"):
 #: accept (allowed, this once), accept_for_session (allowed, and the runtime was told not
 #: to ask again for the like, for the session or longer), decline (refused; the agent
 #: carries on without it), cancel (not allowed, and the turn stops with it: the user
@@ -95,19 +95,29 @@ class Payload(Struct, frozen=True, kw_only=True, omit_defaults=True):
 class ProviderRefs(Payload, frozen=True, kw_only=True):
     """The provider's own ids, kept for correlation; never used as canonical ids."""
 
+    #: The runtime's id of the session.
     providerSessionId: str | UnsetType = UNSET
+    #: The runtime's id of the thread.
     providerThreadId: str | UnsetType = UNSET
+    #: The runtime's id of the turn.
     providerTurnId: str | UnsetType = UNSET
+    #: The runtime's id of the item.
     providerItemId: str | UnsetType = UNSET
+    #: The runtime's id of the request.
     providerRequestId: str | UnsetType = UNSET
+    #: The runtime's id of the parent item.
     providerParentItemId: str | UnsetType = UNSET
 
 
 class RawSource(Payload, frozen=True, kw_only=True):
     """The native message an event came from (only when the deployment opts in)."""
 
+    #: The raw source the adapter reads (its protocol).
     source: str
+    #: Who wrote the native message: the agent or the client.
     origin: Literal["agent", "client"] = "agent"
+    #: The JSON-RPC method, for a JSON-RPC runtime.
     method: str | UnsetType = UNSET
+    #: The native message's type.
     messageType: str | UnsetType = UNSET
     payload: msgspec.Raw

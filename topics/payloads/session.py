@@ -1,4 +1,4 @@
-"""The payloads of a session's and a thread's events (seed 002 §1.5): session.*, thread.*."""
+"""The payloads of a session's and a thread's events: session.*, thread.*."""
 
 from __future__ import annotations
 
@@ -11,11 +11,14 @@ from topics.usage import TokenUsage
 
 
 class SessionStartedPayload(Payload, frozen=True, kw_only=True):
+    #: What the runtime said at start, when it said something.
     message: str | UnsetType = UNSET
+    #: What the session resumes, when it is resumed.
     resume: Any | UnsetType = UNSET
 
 
 class SessionConfiguredPayload(Payload, frozen=True, kw_only=True):
+    #: The session's configuration, as the runtime stated it (model, tools, cwd, ...).
     config: dict[str, Any]
     #: The runtime's release as its stream states it (Claude Code's
     #: `claude_code_version`, the Codex app-server's user agent, an ACP agent's
@@ -37,8 +40,11 @@ class SessionStateChangedPayload(Payload, frozen=True, kw_only=True):
     which follows. `waitedMs`: the wait so far (stalled) or in all (recovered), from
     the session's last event before the stall."""
 
+    #: The session's new state.
     state: SessionState
+    #: Why the state changed.
     reason: str | UnsetType = UNSET
+    #: More about the state, as the runtime sent it.
     detail: Any | UnsetType = UNSET
     health: Literal["stalled", "recovered"] | UnsetType = UNSET
     waitingOn: WaitingOn | UnsetType = UNSET
@@ -46,22 +52,30 @@ class SessionStateChangedPayload(Payload, frozen=True, kw_only=True):
 
 
 class SessionExitedPayload(Payload, frozen=True, kw_only=True):
+    #: Why, when known.
     reason: str | UnsetType = UNSET
+    #: Whether the session can be resumed.
     recoverable: bool | UnsetType = UNSET
+    #: How the session ended.
     exitKind: Literal["graceful", "error"] | UnsetType = UNSET
 
 
 class ThreadStartedPayload(Payload, frozen=True, kw_only=True):
+    #: The runtime's id of the thread.
     providerThreadId: str | UnsetType = UNSET
 
 
 class ThreadStateChangedPayload(Payload, frozen=True, kw_only=True):
+    #: The thread's new state.
     state: ThreadState
+    #: More about the state, as the runtime sent it.
     detail: Any | UnsetType = UNSET
 
 
 class ThreadMetadataUpdatedPayload(Payload, frozen=True, kw_only=True):
+    #: The thread's name.
     name: str | UnsetType = UNSET
+    #: The thread's metadata, as the runtime sent it.
     metadata: dict[str, Any] | UnsetType = UNSET
     #: The runtime's release, where a thread's own record states it rather than a
     #: session.configured (OpenCode's session `info.version`).
@@ -72,27 +86,32 @@ class ThreadTokenUsageUpdatedPayload(Payload, frozen=True, kw_only=True):
     """`usage` is the runtime's own object, as it always was; `tokens` is the thread's
     usage so far in the shape every runtime shares (topics.usage.TokenUsage): the
     runtime's own total where it states one (Codex app-server's `total`), else the sum
-    of the thread's turns (README "Token usage")."""
+    of the thread's turns (docs "Token usage")."""
 
     usage: Any
     tokens: TokenUsage | UnsetType = UNSET
 
 
 class ThreadRealtimeStartedPayload(Payload, frozen=True, kw_only=True):
+    #: The runtime's id of the realtime session.
     realtimeSessionId: str | UnsetType = UNSET
 
 
 class ThreadRealtimeItemAddedPayload(Payload, frozen=True, kw_only=True):
+    #: The item, as the runtime sent it.
     item: Any
 
 
 class ThreadRealtimeAudioDeltaPayload(Payload, frozen=True, kw_only=True):
+    #: The audio chunk, as the runtime sent it.
     audio: Any
 
 
 class ThreadRealtimeErrorPayload(Payload, frozen=True, kw_only=True):
+    #: The error's message.
     message: str
 
 
 class ThreadRealtimeClosedPayload(Payload, frozen=True, kw_only=True):
+    #: Why the realtime session closed.
     reason: str | UnsetType = UNSET

@@ -1,4 +1,4 @@
-"""The payloads of a turn's events and of its items (seed 002 §1.5): turn.*, item.*,
+"""The payloads of a turn's events and of its items: turn.*, item.*,
 content.delta."""
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ from topics.usage import Cost, TokenUsage
 
 
 class TurnStartedPayload(Payload, frozen=True, kw_only=True):
+    #: The model the turn runs on.
     model: str | UnsetType = UNSET
+    #: The reasoning effort asked for, when the runtime names it.
     effort: str | UnsetType = UNSET
 
 
@@ -32,12 +34,16 @@ class TurnCompletedPayload(Payload, frozen=True, kw_only=True):
     computed from `tokens` and the turn's model, else `unpriced`; absent when the turn
     has neither a reported cost nor `tokens`."""
 
+    #: How the turn ended.
     state: TurnState
+    #: The runtime's own stop reason.
     stopReason: str | None | UnsetType = UNSET
     usage: Any | UnsetType = UNSET
     modelUsage: dict[str, Any] | UnsetType = UNSET
     totalCostUsd: float | UnsetType = UNSET
+    #: The turn's duration as the runtime measured it (ms).
     durationMs: int | UnsetType = UNSET
+    #: Why the turn failed, when it did.
     errorMessage: str | UnsetType = UNSET
     #: The runtime's own final answer when it reports one (Claude's `result.result`).
     resultText: str | UnsetType = UNSET
@@ -46,20 +52,26 @@ class TurnCompletedPayload(Payload, frozen=True, kw_only=True):
 
 
 class TurnAbortedPayload(Payload, frozen=True, kw_only=True):
+    #: Why the turn was aborted.
     reason: str
 
 
 class PlanStep(Payload, frozen=True, kw_only=True):
+    #: The step, in words.
     step: str
+    #: The step's status.
     status: Literal["pending", "inProgress", "completed"]
 
 
 class TurnPlanUpdatedPayload(Payload, frozen=True, kw_only=True):
+    #: Why the plan changed, when the runtime says.
     explanation: str | None | UnsetType = UNSET
+    #: The plan's steps.
     plan: list[PlanStep]
 
 
 class TurnDiffUpdatedPayload(Payload, frozen=True, kw_only=True):
+    #: The turn's changes so far, as one unified diff.
     unifiedDiff: str
 
 
@@ -71,7 +83,7 @@ DiffBase = Literal["file", "excerpt", "empty"]
 
 
 class ItemPayload(Payload, frozen=True, kw_only=True):
-    """Lifecycle of one item (seed 002 ItemLifecyclePayload), with typed tool fields.
+    """Lifecycle of one item, with typed tool fields.
 
     `toolName` is normalised across runtimes (Bash, Read, Edit, Write, Grep, Glob,
     WebFetch, WebSearch, Task, TodoWrite, mcp__<server>__<tool>, ...); `input` is the
@@ -84,7 +96,7 @@ class ItemPayload(Payload, frozen=True, kw_only=True):
     `outputLength` (`textLength`) is the whole length in characters. The item's
     `content.delta` events still carry every character.
 
-    Normalised tool fields, the same whatever the runtime (README "Normalised tool
+    Normalised tool fields, the same whatever the runtime (docs "Normalised tool
     fields"; `input` and `data` keep the runtime's own names): `command` (one string,
     an argv joined with shell quoting, a `bash -lc` wrapper taken off) and `cwd` of a
     command; `paths` (the files a change touches) and `diff` (one unified diff of them,
@@ -94,17 +106,25 @@ class ItemPayload(Payload, frozen=True, kw_only=True):
     not say it.
     """
 
+    #: What the item is.
     itemType: ItemType
+    #: The item's status: inProgress, then completed, failed or declined.
     status: ItemStatus | UnsetType = UNSET
+    #: A short title the runtime gives the item (a command line, a file).
     title: str | UnsetType = UNSET
+    #: Detail the runtime gives, as text.
     detail: str | UnsetType = UNSET
     toolName: str | UnsetType = UNSET
     input: Any | UnsetType = UNSET
     output: str | UnsetType = UNSET
+    #: Whether the tool call failed.
     isError: bool | UnsetType = UNSET
+    #: A command's exit code.
     exitCode: int | None | UnsetType = UNSET
     text: str | UnsetType = UNSET
+    #: Who a message item is from.
     role: Literal["user", "assistant"] | UnsetType = UNSET
+    #: The message's phase when the runtime names one (e.g. final_answer).
     phase: str | UnsetType = UNSET
     data: Any | UnsetType = UNSET
     outputTruncated: bool | UnsetType = UNSET
@@ -128,7 +148,11 @@ class ItemPayload(Payload, frozen=True, kw_only=True):
 
 
 class ContentDeltaPayload(Payload, frozen=True, kw_only=True):
+    #: Which stream of the item the chunk belongs to.
     streamKind: StreamKind
+    #: The new text: each character of a stream is carried once.
     delta: str
+    #: The content part the chunk belongs to, when the runtime numbers them.
     contentIndex: int | UnsetType = UNSET
+    #: The reasoning summary part the chunk belongs to, when the runtime numbers them.
     summaryIndex: int | UnsetType = UNSET

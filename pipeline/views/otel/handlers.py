@@ -4,7 +4,7 @@ turn, its agent or its session); a subagent ends when its spawning tool has ende
 its own turns with it; a root turn ends with its turn.completed and takes along every
 tool call of it still open and every subagent of its trace with no turn of its own open.
 
-Nesting (README "OpenTelemetry"): a root turn's invoke_agent span is its trace's root;
+Nesting (docs "OpenTelemetry"): a root turn's invoke_agent span is its trace's root;
 a root tool call's execute_tool span is its child; a subagent's invoke_agent span is the
 child of the execute_tool span of the tool item that started it (`agt_<h>` was started
 by `itm_<h>`), in that trace; the subagent's own tool calls are its children."""

@@ -128,7 +128,7 @@ def root_agent_id(session_id: str) -> str:
 
 def spawner_of(agent_id: str) -> str:
     """The canonical tool item that started the subagent `agent_id`: they share a hash
-    (README "Agents": `agt_<h>` was started by `itm_<h>`)."""
+    (docs "Agents": `agt_<h>` was started by `itm_<h>`)."""
     return "itm_" + agent_id.split("_", 1)[-1]
 
 
