@@ -14,7 +14,10 @@ from typing import Any
 
 import pytest
 
+from pipeline.ops.prometheus import Histogram
 from tests.deploy.files import DEPLOY, compose, load_yaml
+from tests.deploy.test_dashboard import _GROUPING, _MATCHER, _METRIC, _SELECTOR, TARGET_LABELS
+from tests.deploy.test_dashboard import exported as exported  # noqa: F401 (a fixture)
 
 ALERTS = DEPLOY / "prometheus" / "alerts.yml"
 ALERTS_TEST = DEPLOY / "prometheus" / "alerts_test.yml"
@@ -69,8 +72,8 @@ def test_the_alert_rules_are_valid_and_loaded_by_the_shipped_prometheus(promtool
 
 def test_the_alerts_cover_what_stops_or_slows_a_worker():
     names = {rule["alert"] for rule in alerts()}
-    assert {"CanonflowWorkerDown", "CanonflowBrokerUnreachable", "CanonflowConsumerLagHigh",
-            "CanonflowEventsLate", "CanonflowDeadLettersHigh", "CanonflowInternalErrors",
+    assert {"CanonflowWorkerDown", "CanonflowWorkersAbsent", "CanonflowBrokerUnreachable",
+            "CanonflowConsumerLagHigh", "CanonflowEventsLate", "CanonflowDeadLettersHigh", "CanonflowInternalErrors",
             "CanonflowOutputRefused", "CanonflowOutputDeliveryFailing",
             "CanonflowTableRecoverySlow", "CanonflowSessionsStalled"} <= names
     exprs = {rule["alert"]: rule["expr"] for rule in alerts()}
@@ -78,6 +81,25 @@ def test_the_alerts_cover_what_stops_or_slows_a_worker():
     assert "canonflow_consumer_lag" in exprs["CanonflowConsumerLagHigh"]
     assert "canonflow_end_to_end_lag_seconds_bucket" in exprs["CanonflowEventsLate"]
     assert "canonflow_output_refused_total" in exprs["CanonflowOutputRefused"]
+
+
+def test_every_alert_reads_metrics_and_labels_the_worker_exports(exported):
+    for rule in alerts():
+        where, expr = rule["alert"], rule["expr"]
+        names = set(_METRIC.findall(expr))
+        assert names or "up{" in expr, f"{where} reads no canonflow metric"
+        assert not names - set(exported), f"{where}: {sorted(names - set(exported))} not exported"
+        carried = set(TARGET_LABELS)
+        for name in names:
+            carried |= set(exported[name].labelnames)
+            if isinstance(exported[name], Histogram):
+                carried.add("le")
+        for name, matchers in _SELECTOR.findall(expr):
+            for label, _ in _MATCHER.findall(matchers):
+                assert label in set(exported[name].labelnames) | TARGET_LABELS, (where, label)
+        for group in _GROUPING.findall(expr):
+            for label in (x.strip() for x in group.split(",") if x.strip()):
+                assert label in carried, f"{where}: no metric of it has label {label!r}"
 
 
 def test_every_alert_has_a_severity_a_summary_a_description_and_a_runbook_in_the_readme():
