@@ -30,7 +30,7 @@ GAUGES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
      (*_W, "tool")),
     ("approvals", "Approval requests in the current window: requested, resolved, "
                   "denied.", (*_W, "outcome")),
-    ("approval_decision_seconds_sum", "Seconds from approval request to decision, "
+    ("approval_decision_seconds_summed", "Seconds from approval request to decision, "
                                       "summed over the current window's decisions.", _W),
     ("approval_decision_seconds_max", "Longest approval decision in the current "
                                       "window, seconds.", _W),
@@ -168,7 +168,7 @@ def _add_window(out: dict[str, dict[Labels, float]], base: Labels, m: FleetMetri
                        ("resolved", m.approvalsResolved),
                        ("denied", m.approvalsDenied)):
         add("approvals", (*base, outcome), n)
-    add("approval_decision_seconds_sum", base, m.approvalDecisionMsSum / 1000)
+    add("approval_decision_seconds_summed", base, m.approvalDecisionMsSum / 1000)
     longest = out.setdefault("approval_decision_seconds_max", {})
     longest[base] = max(longest.get(base, 0.0), m.approvalDecisionMsMax / 1000)
     add("approval_decisions", base, m.approvalDecisions)

@@ -612,9 +612,10 @@ def render_html(ev: Evaluation, *, width: int = 1600, note: str = "") -> str:
         body.append(f'<div class="panel" data-panel-id="{panel.get("id")}" title="{tip}" '
                     f'style="left:{x:.0f}px;top:{y:.0f}px;width:{w:.0f}px;height:{h:.0f}px">'
                     f"<h3>{title}</h3>{content}</div>")
+    # a query variable is drawn at All, the data source variable at the default one
     variables = "".join(
         f'<span class="var"><span class="k">{html.escape(var.get("label") or var["name"])}'
-        '</span><span>All</span></span>'
+        f'</span><span>{"Prometheus" if var.get("type") == "datasource" else "All"}</span></span>'
         for var in dash.get("templating", {}).get("list", []))
     when = datetime.fromtimestamp(ev.end, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     note_html = html.escape(note) if note else ""

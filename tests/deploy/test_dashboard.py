@@ -76,15 +76,29 @@ def test_the_dashboard_is_a_provisionable_grafana_dashboard(dashboard):
         assert 0 <= grid["x"] and grid["x"] + grid["w"] <= 24, panel["title"]
 
 
-def test_every_panel_queries_the_provisioned_prometheus(dashboard):
+#: Every query's data source: the dashboard's `datasource` variable, never a uid, so the
+#: dashboard imports into a Grafana whose Prometheus has any uid.
+DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
+
+
+def test_every_panel_queries_the_prometheus_the_datasource_variable_picks(dashboard):
+    (variable,) = [v for v in dashboard["templating"]["list"] if v["type"] == "datasource"]
+    assert variable["name"] == "datasource" and variable["query"] == "prometheus"
+    assert not variable.get("current"), "the default data source, whatever its uid"
     graphs = [p for p in panels(dashboard) if p["type"] != "row"]
     assert len(graphs) >= 20
     for panel in graphs:
-        assert panel["datasource"] == {"type": "prometheus", "uid": "prometheus"}, panel["title"]
+        assert panel["datasource"] == DATASOURCE, panel["title"]
         assert panel["targets"], f"{panel['title']} has no query"
         for target in panel["targets"]:
-            assert target["datasource"]["uid"] == "prometheus"
+            assert target["datasource"] == DATASOURCE, panel["title"]
             assert target["expr"].strip(), panel["title"]
+    for var in dashboard["templating"]["list"]:
+        if var["type"] == "query":
+            assert var["datasource"] == DATASOURCE, var["name"]
+    # no uid anywhere but the variable's and Grafana's own annotations
+    uids = set(re.findall(r'"uid": "([^"]*)"', DASHBOARD.read_text()))
+    assert uids == {"canonflow", "${datasource}", "-- Grafana --"}, uids
 
 
 def test_every_query_names_metrics_the_worker_exports(dashboard, exported):

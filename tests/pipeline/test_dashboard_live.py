@@ -28,7 +28,7 @@ from pipeline.settings import Settings
 from pipeline.tools.kafka_io import RawRecord, produce, records_from_file
 from pipeline.worker.process import WorkerProcess
 from tests.deploy import promdash
-from tests.deploy.files import DASHBOARD, DEPLOY
+from tests.deploy.files import DASHBOARD, DEPLOY, load_yaml
 from tests.pipeline.test_metrics import health, wait_for
 from tests.pipeline.test_ui import CHROMIUM_ARGS, _chromium_or_skip, artifacts_dir
 from topics.catalog import CANONICAL_TOPIC, CHAT_TOPIC
@@ -243,8 +243,12 @@ def test_every_dashboard_query_runs_in_prometheus_and_the_core_panels_show_data(
     # (c) the shipped alert rules: loaded, and evaluated on the worker's metrics
     rules = {r["name"]: r for r in prometheus.rules() if r["group"] == "canonflow"}
     stalled = rules["CanonflowSessionsStalled"]
-    assert stalled["health"] == "ok" and not stalled.get("lastError"), stalled
     assert stalled["state"] == "inactive"  # no session waited past its threshold
+    shipped = {r["alert"] for g in load_yaml(ALERTS)["groups"] for r in g["rules"]}
+    assert set(rules) == shipped
+    for rule in rules.values():
+        assert rule["health"] == "ok" and not rule.get("lastError"), rule
+        assert rule["state"] != "firing", rule  # a healthy worker, a little bad input
     [broker_up] = [s for r in ev.for_panel("Broker reachable") for s in r.series]
     assert broker_up.points[-1][1] == 1
     [rss] = [s for r in ev.for_panel("Worker memory (resident)") for s in r.series]

@@ -8,7 +8,9 @@ import asyncio
 import json
 import os
 import re
+import shutil
 import signal
+import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -208,6 +210,19 @@ def closed_turns(n: int) -> Any:
     return lambda recs: sum(json.loads(r.value)["type"] == "turn.completed" for r in recs) >= n
 
 
+def assert_promtool_accepts(exposition: bytes) -> None:
+    """`promtool check metrics` finds nothing to say of `exposition` (skipped where
+    Debian's prometheus package is not installed)."""
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool is missing: `apt-get install -y --no-install-recommends "
+                    "prometheus` (.ci/run does)")
+    checked = subprocess.run([promtool, "check", "metrics"], input=exposition,
+                             capture_output=True)
+    assert checked.returncode == 0, (checked.stdout + checked.stderr).decode()
+    assert not (checked.stdout + checked.stderr).strip(), (checked.stdout + checked.stderr).decode()
+
+
 # ---- the exposition format --------------------------------------------------------
 
 
@@ -405,6 +420,9 @@ def test_a_worker_exports_counts_labels_and_health_of_what_it_translated(own_bro
         assert exp.value("canonflow_broker_up") == 1
         # every declared metric is one the registry defines (what the dashboard test reads)
         assert set(exp.help) == set(metric_names())
+        # and every name follows Prometheus' naming rules (promtool's linter: no gauge
+        # ending in a histogram's _sum, _count or _bucket, no counter without _total)
+        assert_promtool_accepts(http_get(settings.web_port, "/metrics")[2])
 
         # the committed offsets catch up: no lag left on the raw topic
         def caught_up() -> Exposition | None:
