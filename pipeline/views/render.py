@@ -138,13 +138,25 @@ def describe(event: dict[str, Any]) -> str:
 _PROVIDER_WIDTH = max(10, *(len(p) for p in PROVIDERS))
 
 
-def render(event: dict[str, Any]) -> str:
-    """One line: provider, session, seq, type, and what the event says (escaped)."""
+#: The session column's width: an id is padded to it, and never cut (a longer one
+#: shifts the rest of its line).
+SESSION_WIDTH = 24
+
+
+def render(event: dict[str, Any], session_width: int = SESSION_WIDTH) -> str:
+    """One line: provider, session (whole), seq, `*` when synthetic, type, and what the
+    event says (escaped). `header` names the columns."""
     mark = "*" if event.get("synthetic") else " "
     return (f"{_short(event.get('provider', '?'), _PROVIDER_WIDTH):<{_PROVIDER_WIDTH}} "
-            f"{one_line(_text(event.get('sessionId', '?'))[:24]):<24} "
+            f"{one_line(event.get('sessionId', '?')):<{session_width}} "
             f"#{_short(event.get('seq', 0), 12):<4}{mark}{_short(event.get('type', '?'), 40):<27} "
             f"{describe(event)}")
+
+
+def header(session_width: int = SESSION_WIDTH) -> str:
+    """The names of `render`'s columns, aligned with them."""
+    return (f"{'provider':<{_PROVIDER_WIDTH}} {'session':<{session_width}} "
+            f"{'#seq':<5}*{'type':<27} what it says")
 
 
 #: What a resolved approval's outcome (topics.canonical.Decision) means, for a reader.
