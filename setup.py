@@ -15,10 +15,16 @@ class keywords. Nor are the packages' `__init__.py` (re-exports only) or a runti
 
 import os
 import sys
+import warnings
 from collections.abc import Iterable
 from pathlib import Path
 
 from setuptools import setup
+
+# setuptools before 67 calls its `[tool.setuptools]` table of pyproject.toml "beta" on
+# every build (_BetaConfiguration), the one table where package discovery and package
+# data are declared: a warning about setuptools, not about this project.
+warnings.filterwarnings("ignore", message=r"Support for `\[tool\.setuptools\]`")
 
 HERE = Path(__file__).resolve().parent
 #: Modules of the conversation core that are never compiled.

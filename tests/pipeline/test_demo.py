@@ -19,8 +19,10 @@ from pipeline.tools.demo import LEGEND, NEXT, TRANSCRIPTS, samples
 from topics.catalog import PROVIDERS
 
 ROOT = Path(__file__).resolve().parents[2]
-#: A Python warning as the warnings module prints it, or a line saying "warning:".
-WARNING = re.compile(r"\b\w*Warning: |warnings\.warn|^\s*warning:", re.I | re.M)
+#: A warning: as the warnings module prints it (`file.py:12: Category: message`, then
+#: the `warnings.warn(...)` line), or as a compiler does (`file.c:7: warning: ...`).
+WARNING = re.compile(r"^\S+\.py:\d+: \w+: |\b\w*Warning: |warnings\.warn|: warning: |"
+                     r"^\s*warning:", re.I | re.M)
 
 
 def _demo_env(tmp_path: Path) -> tuple[dict[str, str], Path, Path]:
@@ -130,3 +132,50 @@ def test_demo_terminated_removes_its_files_too(tmp_path, signum):
             proc.wait()
     assert proc.returncode == 130, err[-2000:]
     assert os.listdir(tmp) == [] and os.listdir(cwd) == []
+
+
+# ---- `make demo`'s build, before the demo: one line on screen, no warning ----------
+
+
+def test_the_build_of_the_package_says_no_setuptools_warning():
+    """setuptools (65 here, as the venv gets it) warns on every build that reads the
+    `[tool.setuptools]` table; setup.py silences that one warning."""
+    r = subprocess.run([sys.executable, "setup.py", "--quiet", "--name"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "canonflow"
+    assert not WARNING.search(r.stdout + r.stderr), r.stderr
+
+
+@pytest.mark.parametrize("status", [0, 1])
+def test_make_sends_the_mypyc_build_output_to_a_log_and_prints_one_line(tmp_path, status):
+    """The Makefile's compile step, run by make on a copy of the Makefile with a stand-in
+    for the venv's python that talks as mypyc and the compiler do (the real build takes
+    minutes): the screen gets one line (two when the build fails), the log the rest."""
+    for name in ("Makefile", "setup.py", "pyproject.toml", "topics/runtimes.py"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_bytes((ROOT / name).read_bytes())
+    (tmp_path / "adapters").mkdir()
+    venv = tmp_path / "venv"
+    venv.mkdir()
+    (venv / ".installed").touch()  # pip install done
+    python = tmp_path / "python"
+    python.write_text("#!/bin/sh\necho 'building adapters.compiled'\n"
+                      "echo 'setuptools/dist.py:1: _BetaConfiguration: beta' >&2\n"
+                      "echo 'build/__native.c:7: warning: unused variable' >&2\n"
+                      f"exit {status}\n")
+    python.chmod(0o755)
+    r = subprocess.run(["make", "--no-print-directory", f"VENV={venv}", f"PY={python}",
+                        f"{venv}/.built-compiled"], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    log = venv / "mypyc-build.log"
+    shown = r.stdout.splitlines() + r.stderr.splitlines()
+    assert shown[0] == f"make: compiling the adapters with mypyc (a few minutes the first " \
+                       f"time; log: {log})"
+    if status == 0:
+        assert shown == shown[:1]
+    else:
+        assert shown[1:] == [f"make: mypyc build failed (see {log}): adapters run interpreted"]
+    assert not WARNING.search(r.stdout + r.stderr)
+    assert "unused variable" in log.read_text() and "_BetaConfiguration" in log.read_text()
