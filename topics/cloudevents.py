@@ -20,13 +20,14 @@ application/json); the attributes are headers:
   (its schema version in the path) and a fragment
   (`https://canonflow.dev/schema/v1/canonflow.schema.json#/$defs/CanonicalEvent`)
 
-Identity: CloudEvents takes two events with the same source and id for one event, and
-nothing else. So both come from the event alone, never from the worker that published
-it: the eventId is a hash of provider, session and seq (adapters.core.ids), and the
-source names the provider and the session. A worker under another `CANONFLOW_APP_ID`,
-or a replay of the raw topics, publishes each event again with the same identity, and
-CloudEvents tooling drops the copy as a duplicate. The pair is unique: two sessions, or
-two providers, never share a source.
+Identity: in CloudEvents, source and id together name one event; a consumer takes two
+records with the same pair for copies of it. So both come from the event alone, never
+from the worker that published it: the eventId is derived from provider, session and
+seq (adapters.core.ids; a chat record's from its canonical event's), and the source
+names the provider and the session. A worker under another `CANONFLOW_APP_ID`, or a
+replay of the raw topics, publishes each event again with the same identity, and
+CloudEvents tooling drops the copy as a duplicate. Distinct events never share the
+pair: each session has its own source, and its eventIds differ by seq.
 
 Cost: the headers are built per event on the worker's hot path, so everything but
 the id, the type, the subject, the source and the time is built once per provider
