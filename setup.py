@@ -21,11 +21,6 @@ from pathlib import Path
 
 from setuptools import setup
 
-# setuptools before 67 calls its `[tool.setuptools]` table of pyproject.toml "beta" on
-# every build (_BetaConfiguration), the one table where package discovery and package
-# data are declared: a warning about setuptools, not about this project.
-warnings.filterwarnings("ignore", message=r"Support for `\[tool\.setuptools\]`")
-
 HERE = Path(__file__).resolve().parent
 #: Modules of the conversation core that are never compiled.
 UNCOMPILED = ("__init__.py", "contract.py")
@@ -60,4 +55,8 @@ def ext_modules() -> list:
 
 
 if __name__ == "__main__":  # as setuptools runs it; a test imports `compiled`
+    # setuptools before 67 calls its `[tool.setuptools]` table of pyproject.toml "beta"
+    # on every build (_BetaConfiguration), the table where package discovery and package
+    # data are declared: a warning about setuptools, not about this project.
+    warnings.filterwarnings("ignore", message=r"Support for `\[tool\.setuptools\]`")
     setup(ext_modules=ext_modules())
