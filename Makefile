@@ -18,12 +18,17 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
+# mypyc and the C compiler say a lot (and warn about code that is not ours): their
+# output goes to BUILD_LOG, and the screen gets one line.
+BUILD_LOG := $(VENV)/mypyc-build.log
+
 $(VENV)/.built-compiled: $(STAMP) setup.py topics/runtimes.py $(wildcard adapters/*.py adapters/*/*.py)
-	rm -f $(VENV)/.built-interpreted
-	CANONFLOW_COMPILE=1 $(PY) setup.py --quiet build_ext --inplace \
-	    || { find adapters -name "*.so" -delete; echo "make: mypyc build failed: adapters run interpreted"; }
-	rm -rf build
-	touch $@
+	@rm -f $(VENV)/.built-interpreted
+	@echo "make: compiling the adapters with mypyc (a few minutes the first time; log: $(BUILD_LOG))"
+	@CANONFLOW_COMPILE=1 $(PY) setup.py --quiet build_ext --inplace >$(BUILD_LOG) 2>&1 \
+	    || { find adapters -name "*.so" -delete; echo "make: mypyc build failed (see $(BUILD_LOG)): adapters run interpreted"; }
+	@rm -rf build
+	@touch $@
 
 $(VENV)/.built-interpreted: $(STAMP)
 	find adapters -name "*.so" -delete; rm -f $(VENV)/.built-compiled

@@ -15,6 +15,7 @@ class keywords. Nor are the packages' `__init__.py` (re-exports only) or a runti
 
 import os
 import sys
+import warnings
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -54,4 +55,8 @@ def ext_modules() -> list:
 
 
 if __name__ == "__main__":  # as setuptools runs it; a test imports `compiled`
+    # setuptools before 67 calls its `[tool.setuptools]` table of pyproject.toml "beta"
+    # on every build (_BetaConfiguration), the table where package discovery and package
+    # data are declared: a warning about setuptools, not about this project.
+    warnings.filterwarnings("ignore", message=r"Support for `\[tool\.setuptools\]`")
     setup(ext_modules=ext_modules())

@@ -6,12 +6,16 @@ import json
 
 import msgspec
 
-from topics.canonical import CanonicalEvent
+from topics.canonical import SCHEMA_VERSION, CanonicalEvent
 from topics.chat import ChatRecord
 from topics.metrics import FleetMetrics
 from topics.records import DeadLetter
 from topics.runtimes import RUNTIMES
 from topics.sessions import SessionSummary
+
+#: The schema document's `$id`, its schema version in the path: a breaking change gets a
+#: new document. Each record's CloudEvents `ce_dataschema` is this and a fragment.
+SCHEMA_ID = f"https://canonflow.dev/schema/v{SCHEMA_VERSION}/canonflow.schema.json"
 
 
 def schema() -> dict[str, object]:
@@ -25,7 +29,7 @@ def schema() -> dict[str, object]:
         list(records.values()), ref_template="#/$defs/{name}")
     doc: dict[str, object] = {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "$id": "https://canonflow.dev/schema/canonflow.schema.json",
+        "$id": SCHEMA_ID,
         "title": "canonflow records",
         "anyOf": [{"$ref": f"#/$defs/{name}"} for name in records],
         # a Struct's own schema is only a $ref to its component: keep the component

@@ -17,6 +17,8 @@ import time
 from collections import OrderedDict, deque
 from typing import Any
 
+from pipeline.views.render import shown_command
+
 DEFAULT_MAX_SESSIONS = 200
 DEFAULT_MAX_RECORDS = 5000
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
@@ -80,7 +82,8 @@ class SessionView:
                 self.pending_approvals[rid] = {"request_id": rid,
                                                "request_type": r.get("request_type"),
                                                "tool_name": r.get("tool_name"),
-                                               "detail": _clip(str(r.get("detail") or ""))}
+                                               "detail": _clip(str(r.get("shown_command")
+                                                                   or r.get("detail") or ""))}
             else:
                 self.pending_approvals.pop(rid, None)
         elif t == "question":
@@ -106,6 +109,24 @@ class SessionView:
                 "records": len(self.records), "dropped": self.dropped, "turns": self.turns,
                 "pending_approvals": list(self.pending_approvals.values()),
                 "preview": self.preview}
+
+
+def _add_shown_command(r: dict[str, Any]) -> bool:
+    """Give a tool call or an approval `shown_command`, the command it runs without the
+    shell wrapper around it, when there was one; whether it did."""
+    t = r.get("type")
+    if t == "tool_use":
+        held = r.get("input")
+        raw = held.get("command", held.get("cmd")) if isinstance(held, dict) else None
+    elif t == "approval":
+        held = raw = r.get("detail")
+    else:
+        return False
+    command = shown_command(held) if isinstance(raw, str) else None
+    if command is None or command == raw:
+        return False
+    r["shown_command"] = command
+    return True
 
 
 def _clip(text: str, width: int = 160) -> str:
@@ -161,7 +182,7 @@ class ChatStore:
         elif seq <= s.last_seq:
             self.duplicates += 1
             return False
-        if "\n" in text or "\r" in text:  # one SSE data line per record
+        if _add_shown_command(r) or "\n" in text or "\r" in text:  # one SSE line a record
             text = json.dumps(r)
         size = len(text) + _RECORD_OVERHEAD
         s.records.append((seq, text))

@@ -19,6 +19,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from adapters.core.tools import command_text
 from topics.catalog import PROVIDERS
 
 #: C0 controls, DEL, C1 controls, and surrogates (json.loads makes lone ones from
@@ -85,9 +86,24 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
+def _detail(value: Any) -> str:
+    """An approval's detail: the command it asks to run, unwrapped, or its text."""
+    return (command_text(value) if isinstance(value, str) else None) or _text(value)
+
+
 def _short(value: Any, width: int = 70) -> str:
     text = one_line(value)
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def shown_command(value: Any) -> str | None:
+    """The command a tool input (or an approval's detail) runs, as a person reads it:
+    without the shell wrapper a runtime put around it (`/bin/bash -lc 'ls'` is `ls`),
+    an argv joined. None when `value` holds no command. The event keeps the command as
+    the runtime sent it; only what is printed drops the wrapper."""
+    if isinstance(value, dict):
+        return command_text(value.get("command", value.get("cmd")), value.get("args"))
+    return command_text(value) if isinstance(value, str) else None
 
 
 def describe(event: dict[str, Any]) -> str:
@@ -102,7 +118,8 @@ def describe(event: dict[str, Any]) -> str:
         if p.get("toolName"):
             bits.append(_short(p["toolName"], 60))
         if t == "item.started" and p.get("input") is not None:
-            bits.append(_short(p["input"], 50))
+            command = shown_command(p["input"])
+            bits.append(_short(p["input"] if command is None else command, 50))
         if t == "item.completed" and p.get("output") is not None:
             bits.append("-> " + _short(p["output"], 50))
         return " ".join(b for b in bits if b)
@@ -121,13 +138,25 @@ def describe(event: dict[str, Any]) -> str:
 _PROVIDER_WIDTH = max(10, *(len(p) for p in PROVIDERS))
 
 
-def render(event: dict[str, Any]) -> str:
-    """One line: provider, session, seq, type, and what the event says (escaped)."""
+#: The session column's width: an id is padded to it, and never cut (a longer one
+#: shifts the rest of its line).
+SESSION_WIDTH = 24
+
+
+def render(event: dict[str, Any], session_width: int = SESSION_WIDTH) -> str:
+    """One line: provider, session (whole), seq, `*` when synthetic, type, and what the
+    event says (escaped). `header` names the columns."""
     mark = "*" if event.get("synthetic") else " "
     return (f"{_short(event.get('provider', '?'), _PROVIDER_WIDTH):<{_PROVIDER_WIDTH}} "
-            f"{one_line(_text(event.get('sessionId', '?'))[:24]):<24} "
+            f"{one_line(event.get('sessionId', '?')):<{session_width}} "
             f"#{_short(event.get('seq', 0), 12):<4}{mark}{_short(event.get('type', '?'), 40):<27} "
             f"{describe(event)}")
+
+
+def header(session_width: int = SESSION_WIDTH) -> str:
+    """The names of `render`'s columns, aligned with them."""
+    return (f"{'provider':<{_PROVIDER_WIDTH}} {'session':<{session_width}} "
+            f"{'#seq':<5}*{'type':<27} what it says")
 
 
 #: What a resolved approval's outcome (topics.canonical.Decision) means, for a reader.
@@ -176,7 +205,8 @@ class ChatRenderer:
                 self.write(f"{' ' * len(who)}   … {len(lines) - self.FOLD} more line(s)\n")
         elif t == "tool_use":
             inp = r.get("input") or {}
-            shown = inp.get("command") if isinstance(inp, dict) and "command" in inp else inp
+            command = shown_command(inp)
+            shown = inp if command is None else command
             self.write(f"{who} tool {_short(r.get('name'), 60)}: {_short(shown, 100)}\n")
         elif t == "tool_result":
             lines = _text(r.get("content")).splitlines() or [""]
@@ -189,7 +219,7 @@ class ChatRenderer:
         elif t == "approval":
             if r.get("state") == "opened":
                 self.write(f"{who} APPROVAL NEEDED ({_short(r.get('request_type'), 40)}): "
-                           f"{_short(r.get('tool_name'), 60)} {_text(r.get('detail'))}\n")
+                           f"{_short(r.get('tool_name'), 60)} {_detail(r.get('detail'))}\n")
             else:
                 outcome = r.get("outcome")
                 said = _ALLOWED.get(outcome, "resolved") if isinstance(outcome, str) else "resolved"

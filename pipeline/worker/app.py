@@ -146,7 +146,7 @@ def _add_normalizer(app: faust.App, settings: Settings, provider: str,
                       max_record_bytes=settings.max_record_bytes,
                       max_message_bytes=settings.max_message_bytes,
                       chat=settings.chat_enabled, item_cap=settings.item_cap,
-                      app_id=settings.app_id, summaries=settings.sessions_enabled)
+                      summaries=settings.sessions_enabled)
     name = f"normalize.{provider}"
     tables = Tables(table, items, step.redactor)
     counted = (fleet.windows, fleet.sessions) if fleet is not None else ()

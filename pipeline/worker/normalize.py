@@ -235,11 +235,10 @@ class Normalizer:
                  max_record_bytes: int = 1024 * 1024, max_message_bytes: int | None = None,
                  redactor: Redactor | None = None, chat: bool = True,
                  item_cap: int = DEFAULT_ITEM_CAP,
-                 max_event_bytes: int = EVENT_MAX_MESSAGE_BYTES, app_id: str = "canonflow",
-                 summaries: bool = True):
+                 max_event_bytes: int = EVENT_MAX_MESSAGE_BYTES, summaries: bool = True):
         self.provider = provider
         self.summaries = summaries  # keep each session's summary (agents.sessions)
-        self.headers = Headers(app_id, provider)  # CloudEvents, on every published record
+        self.headers = Headers(provider)  # CloudEvents, on every published record
         self.redactor = redactor if redactor is not None else Redactor.from_env()
         self._publish = self.redactor.record_publisher()
         self._dead_lines = DeadLines(self.redactor)  # context of the next dead letters

@@ -255,7 +255,7 @@ def test_the_cloudevents_sdk_reads_every_record_the_worker_published(kit, topic)
         assert ce.get_id() == body["event_id" if chat else "eventId"]
         assert ce.get_type() == ("dev.canonflow.chat." if chat else "dev.canonflow.") + body["type"]
         assert ce.get_subject() == body["session_id" if chat else "sessionId"] == rec.key.decode()
-        assert ce.get_source() == f"/canonflow/kit/{body['provider']}"
+        assert ce.get_source() == f"/canonflow/{body['provider']}/{rec.key.decode()}"
         assert ce.get_datacontenttype() == "application/json"
         assert ce.get_dataschema().endswith("#/$defs/" + ("ChatRecord" if chat else "CanonicalEvent"))
         assert ce.get_data() == body

@@ -238,6 +238,12 @@ def test_sessions_api_and_event_stream_follow_the_chat_topic(settings, ui_server
     session = "ui-sse"
     shell = timed(SHELL, tmp_path)  # capture times: the worker's ids equal replay's
     expected = [json.loads(v) for v in chat_records(shell, session)]
+    # the store adds the command without its shell wrapper; the rest is as published
+    tools = [r for r in expected if r["type"] == "tool_use"]
+    assert [r["input"]["command"] for r in tools] == [
+        "/bin/bash -lc \"printf 'fixture-ok\\\\n'\""]
+    for r in tools:
+        r["shown_command"] = "printf 'fixture-ok\\n'"
     base = ui_server.url
 
     # subscribe before the session exists: the stream says ready with nothing to replay
@@ -412,7 +418,8 @@ def test_the_page_shows_a_session_as_a_live_chat(settings, ui_server):
         tool = chat.locator(".tool")
         tool.wait_for()
         assert tool.locator(".tool-name").inner_text() == "Bash"
-        assert "printf 'fixture-ok" in tool.locator(".tool-command").inner_text()
+        # as the model wrote it: no `/bin/bash -lc` around it
+        assert tool.locator(".tool-command").inner_text() == "$ printf 'fixture-ok\\n'"
         page.wait_for_function(
             "() => document.querySelector('#chat .tool.finished .output-text')"
             "?.textContent === 'fixture-ok\\n'")
@@ -449,7 +456,7 @@ def test_the_page_highlights_a_pending_approval_until_it_is_resolved(settings, u
         pending = page.locator("#chat .approval.pending")
         pending.wait_for()
         assert "Approval needed" in pending.inner_text()
-        assert "touch fixture-approval.txt" in pending.locator(".approval-detail").inner_text()
+        assert pending.locator(".approval-detail").inner_text() == "touch fixture-approval.txt"
         # in words, not the runtime's names, and before the tool call it gates
         assert page.locator("#chat .tool.awaiting .tool-status").inner_text() == \
             "waiting for approval"
@@ -461,6 +468,11 @@ def test_the_page_highlights_a_pending_approval_until_it_is_resolved(settings, u
             return kids.indexOf(document.querySelector('#chat .approval'))
                 < kids.indexOf(document.querySelector('#chat .tool'));
         }""")
+        assert page.locator("#chat .tool .tool-command").inner_text() == \
+            "$ touch fixture-approval.txt"
+        [waiting] = [s for s in get_json(ui_server.url + "api/sessions")
+                     if s["session_id"] == session]
+        assert [a["detail"] for a in waiting["pending_approvals"]] == ["touch fixture-approval.txt"]
         page.wait_for_selector("#session-state[data-state='waiting_approval']")
         assert page.locator("#session-state").inner_text() == "waiting for approval"
         page.wait_for_selector(

@@ -453,7 +453,8 @@ const RENDER = {
     const card = toolCard(r.tool_use_id, r.name, r.parent_tool_use_id);
     card.querySelector(".tool-name").textContent = toolName(r.name);
     const output = card.querySelector(".tool-output");
-    const command = commandOf(r.input);
+    // shown_command: the command without its shell wrapper (the server unwraps it)
+    const command = typeof r.shown_command === "string" ? r.shown_command : commandOf(r.input);
     const changed = typeof r.diff === "string" && r.diff;
     const subject = command === null && !changed ? subjectOf(r.input) : null;
     if (command !== null) {
@@ -496,7 +497,8 @@ const RENDER = {
       card.replaceChildren(el("div", "approval-title",
         r.state === "opened" ? "Approval needed" : "Approval"));
       card.append(el("div", "approval-what", approvalWhat(r)));
-      if (r.detail) card.append(el("pre", "approval-detail", r.detail));
+      const detail = r.shown_command || r.detail;
+      if (detail) card.append(el("pre", "approval-detail", detail));
       if (Array.isArray(r.options) && r.options.length) {
         card.append(el("div", "approval-options",
           "Choices: " + r.options.map(optionLabel).join(" · ")));
