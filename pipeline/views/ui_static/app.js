@@ -358,7 +358,7 @@ function renderHeader() {
 // An open session's timings: each tool card and each turn's end say how long they took,
 // and what the turn cost.
 async function pollTimings() {
-  if (!current) return;
+  if (!current || !sessions.has(current.id)) return; // none yet: the server has no timings
   const mine = current;
   let t;
   try {
