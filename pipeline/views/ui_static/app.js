@@ -253,6 +253,12 @@ function tokensText(n) {
   return n.toLocaleString("en-US") + " tokens";
 }
 
+function shortCount(n) {
+  if (n >= 1e6) return (n / 1e6).toFixed(1) + "M";
+  if (n >= 1e3) return (n / 1e3).toFixed(1) + "k";
+  return String(n);
+}
+
 function usd(x) {
   if (x === null || x === undefined) return "";
   return "$" + (x >= 100 ? x.toFixed(0) : x >= 1 ? x.toFixed(2) : x.toFixed(4));
@@ -270,8 +276,9 @@ function duration(ms) {
 function usageText(s) {
   const bits = [];
   if (s.model) bits.push(s.model);
-  if (s.tokens) bits.push(tokensText(s.tokens.total));
-  if (s.cost_usd !== null && s.cost_usd !== undefined) {
+  // no usage reported yet (no turn ended, or a runtime that says none): nothing shown
+  if (s.tokens && s.tokens.total) bits.push(tokensText(s.tokens.total));
+  if (s.cost_usd) {
     bits.push(usd(s.cost_usd) + (s.unpriced_turns ? ` (+${s.unpriced_turns} unpriced)` : ""));
   }
   return bits.join(" · ");
@@ -310,7 +317,7 @@ async function pollFleet() {
     tr.dataset.model = r.model;
     tr.title = Object.entries(r.states).map(([k, v]) => `${v} ${STATE_LABEL[k] || k}`).join(", ");
     tr.append(el("td", "", r.runtime), el("td", "", r.model), el("td", "", String(r.sessions)),
-      el("td", "", tokensText(r.tokens).replace(" tokens", "")), el("td", "", usd(r.cost_usd)));
+      el("td", "", r.tokens ? shortCount(r.tokens) : "–"), el("td", "", r.cost_usd ? usd(r.cost_usd) : "–"));
     return tr;
   });
   document.getElementById("fleet-table").replaceChildren(...rows);
