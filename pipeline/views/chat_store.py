@@ -372,7 +372,8 @@ class ChatStore:
             t = _put(s.turn_times, turn, MAX_TURNS)
             t.update(turn_id=turn, ended_at=at)
             duration = getattr(p, "durationMs", msgspec.UNSET)
-            if duration is msgspec.UNSET and at is not None and t.get("started_at"):
+            if (duration is msgspec.UNSET and at is not None
+                    and t.get("started_at") is not None):
                 duration = at - t["started_at"]
             t["duration_ms"] = None if duration is msgspec.UNSET else duration
             if tag == "turn.completed":
@@ -387,7 +388,8 @@ class ChatStore:
             else:
                 tool["ended_at"] = at
                 start = tool.get("started_at")
-                tool["duration_ms"] = at - start if at is not None and start else None
+                tool["duration_ms"] = (at - start if at is not None and start is not None
+                                       else None)
         elif tag == "session.state.changed":
             if p.health == "stalled":
                 s.stalled = str(p.waitingOn) if p.waitingOn is not msgspec.UNSET else "?"
