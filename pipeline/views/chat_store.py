@@ -362,6 +362,8 @@ class ChatStore:
         s.canonical_seq = event.seq
         at = _ms(event.createdAt)
         p = event.payload
+        if tag.startswith("item.") and p.itemType not in TOOL_ITEM_TYPES:
+            return False  # a message or reasoning item: the chat already shows it
         turn = event.turnId if isinstance(event.turnId, str) else None
         if tag == "turn.started" and turn:
             t = _put(s.turn_times, turn, MAX_TURNS)
@@ -381,7 +383,7 @@ class ChatStore:
                 self._count_turn(t, p, at)
             else:
                 t["state"] = "aborted"
-        elif tag in ("item.started", "item.completed") and p.itemType in TOOL_ITEM_TYPES:
+        elif tag in ("item.started", "item.completed"):
             tool = _put(s.tool_times, _tool_use_id(event), MAX_TOOLS)
             if tag == "item.started":
                 tool["started_at"] = at
