@@ -45,7 +45,7 @@ WORKING, WAITING_APPROVAL, WAITING_ANSWER, DONE, FAILED = (
 
 _RECORD_OVERHEAD = 96  # rough bytes per stored record beyond its JSON text
 
-#: The canonical event types the store reads (others are skipped undecoded in spirit).
+#: The canonical event types the store reads; it skips the others.
 _TIMED = frozenset({"turn.started", "turn.completed", "turn.aborted", "item.started",
                     "item.completed", "session.state.changed", "session.exited"})
 
