@@ -1,10 +1,13 @@
-"""`canonflow ui`: a live chat view of `agents.chat` in the browser.
+"""`canonflow ui`: a fleet view and a live chat view of the sessions, in the browser.
 
-A small aiohttp app, separate from the worker: it follows `agents.chat` from the
-beginning (plain aiokafka, no consumer group, so it never moves the workers'
-offsets), keeps a bounded in-memory view of the sessions, and serves one static page
-(pipeline/views/ui_static/, no build step, nothing from a CDN) that lists the sessions and
-shows any of them as a readable chat, updated by Server-Sent Events.
+A small aiohttp app, separate from the worker: it follows `agents.chat`,
+`agents.canonical` and `agents.sessions` from the beginning (plain aiokafka, no
+consumer group, so it never moves the workers' offsets), keeps a bounded in-memory view
+of the sessions (pipeline.views.chat_store), and serves one static page
+(pipeline/views/ui_static/, no build step, nothing from a CDN): the fleet (sessions by
+state, runtime and model; waiting on a person, stalled, failed; tokens and cost today),
+a searchable session list, and any session as a readable chat with its model, tokens,
+cost and the time of each turn and tool call, updated by Server-Sent Events.
 
 HTTP surface (loopback only by default; the chat holds code and command output). Every
 request must name an allowed host (pipeline.ops.web.AllowedHosts: loopback names, the
@@ -12,8 +15,14 @@ address it came in on, the bound address, --allowed-hosts), else it gets 421, wh
 the UI listens: a page that rebinds its DNS name to the UI's address sends its own name.
 
 - `GET /` the page; `GET /static/...` its script, style and icon (`/favicon.ico` too).
-- `GET /api/sessions` the session list, most recent first (JSON array).
-- `GET /api/sessions/{id}` one session's summary and stored records.
+- `GET /api/sessions` the session list, most recent first (JSON array); `?q=` text
+  in a session's id, runtime, model, preview or records, `&runtime=`, `&model=`,
+  `&state=` filter it.
+- `GET /api/sessions/{id}` one session's summary, stored records and `timings`.
+- `GET /api/sessions/{id}/timings` its turns (model, start, end, duration, tokens,
+  cost) and tool calls (start, end, duration), as agents.canonical dated them.
+- `GET /api/fleet` the fleet: counts by state, runtime and model, the sessions waiting
+  on a person, stalled or failed, and today's tokens and cost (UTC day).
 - `GET /api/status` the consumer's state, whether the broker answers (`probe`: a TCP
   connection to a bootstrap address every PROBE_SECONDS, so the page says
   "disconnected" within seconds of the broker going away, while the consumer itself
@@ -26,7 +35,8 @@ the UI listens: a page that rebinds its DNS name to the UI's address sends its o
 
 Memory is bounded (pipeline.views.chat_store): at most `max_records` records per session
 (oldest dropped first; the page says how many were dropped), a session also trims itself
-to a quarter of the byte budget, and beyond `max_sessions` sessions or `max_bytes` in
+to a quarter of the byte budget, it keeps at most MAX_TURNS turn and MAX_TOOLS tool-call
+timings, and beyond `max_sessions` sessions or `max_bytes` in
 all, the least recently active session is evicted. SSE subscribers hold no queue, only a
 cursor (the next seq to send) into that store, so a slow browser cannot grow memory;
 records dropped before it read them are reported as a gap.
@@ -53,10 +63,12 @@ from pipeline.views.chat_store import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_RECORDS,
     DEFAULT_MAX_SESSIONS,
+    MAX_TOOLS,
+    MAX_TURNS,
     ChatStore,
     Watcher,
 )
-from topics.catalog import CHAT_TOPIC
+from topics.catalog import CANONICAL_TOPIC, CHAT_TOPIC, SESSIONS_TOPIC
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -89,17 +101,17 @@ class ConsumerStatus:
 
 async def consume_chat(settings: Settings, store: ChatStore, status: ConsumerStatus, *,
                        from_beginning: bool = True) -> None:
-    """Feed `agents.chat` into the store until cancelled; reconnects with backoff when
-    the broker is unreachable (the error shows in /api/status). Never raises except
-    CancelledError."""
+    """Feed `agents.chat` and `agents.canonical` into the store until cancelled;
+    reconnects with backoff when the broker is unreachable (the error shows in
+    /api/status). Never raises except CancelledError."""
     from pipeline.cluster.admin import kafka_client_kwargs
     from pipeline.cluster.consumer import Consumer
-    from topics.consumer import Gap
+    from topics.consumer import Gap, Unknown
 
     delay = 0.5
     while True:
-        consumer = Consumer(CHAT_TOPIC, from_beginning=from_beginning, poll_ms=500,
-                            **kafka_client_kwargs(settings))
+        consumer = Consumer(CHAT_TOPIC, CANONICAL_TOPIC, from_beginning=from_beginning,
+                            poll_ms=500, **kafka_client_kwargs(settings))
         try:
             await consumer.start()
             status.connected, status.error, delay = True, None, 0.5
@@ -108,7 +120,10 @@ async def consume_chat(settings: Settings, store: ChatStore, status: ConsumerSta
                     status.gaps += 1
                     continue
                 status.records += 1
-                store.add(rec.value, rec.timestamp)
+                if rec.topic == CHAT_TOPIC:
+                    store.add(rec.value, rec.timestamp)
+                elif not isinstance(item, Unknown):
+                    store.add_event(item)
         except asyncio.CancelledError:
             raise
         except Exception as e:  # noqa: BLE001 - any broker trouble: report, back off, retry
@@ -119,6 +134,38 @@ async def consume_chat(settings: Settings, store: ChatStore, status: ConsumerSta
                 await consumer.stop()
             except Exception:  # noqa: BLE001, S110 - the consumer may never have started
                 pass
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 10.0)
+
+
+async def consume_summaries(settings: Settings, store: ChatStore) -> None:
+    """Feed `agents.sessions` (compacted: each session's latest summary) into the store
+    until cancelled, always from its beginning; retries with backoff like
+    consume_chat. Never raises except CancelledError."""
+    from aiokafka import AIOKafkaConsumer
+
+    from pipeline.cluster.admin import kafka_client_kwargs
+
+    delay = 0.5
+    while True:
+        consumer = AIOKafkaConsumer(SESSIONS_TOPIC, group_id=None, enable_auto_commit=False,
+                                    auto_offset_reset="earliest",
+                                    **kafka_client_kwargs(settings))
+        try:
+            await consumer.start()
+            delay = 0.5
+            while True:
+                batch = await consumer.getmany(timeout_ms=500)
+                for records in batch.values():
+                    for rec in records:
+                        store.add_summary(rec.value, rec.key)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001, S110 - consume_chat reports broker trouble
+            pass
+        finally:
+            with contextlib.suppress(Exception):
+                await consumer.stop()
         await asyncio.sleep(delay)
         delay = min(delay * 2, 10.0)
 
@@ -193,7 +240,12 @@ class _Handlers:
     async def sessions(self, request: web.Request) -> web.StreamResponse:
         from aiohttp import web
 
-        return web.json_response(self.store.summaries())
+        q = request.query
+        if not any(q.get(k) for k in ("q", "runtime", "model", "state")):
+            return web.json_response(self.store.summaries())
+        return web.json_response(self.store.search(
+            text=q.get("q", ""), runtime=q.get("runtime", ""), model=q.get("model", ""),
+            state=q.get("state", "")))
 
     async def session(self, request: web.Request) -> web.StreamResponse:
         from aiohttp import web
@@ -201,8 +253,21 @@ class _Handlers:
         s = self.store.sessions.get(request.match_info["session_id"])
         if s is None:
             raise web.HTTPNotFound(text="no such session (or evicted)")
-        return web.json_response({"session": s.summary(),
+        return web.json_response({"session": s.summary(), "timings": s.timings(),
                                   "records": [json.loads(t) for _, t in s.records]})
+
+    async def timings(self, request: web.Request) -> web.StreamResponse:
+        from aiohttp import web
+
+        s = self.store.sessions.get(request.match_info["session_id"])
+        if s is None:
+            raise web.HTTPNotFound(text="no such session (or evicted)")
+        return web.json_response({"session": s.summary(), **s.timings()})
+
+    async def fleet(self, request: web.Request) -> web.StreamResponse:
+        from aiohttp import web
+
+        return web.json_response(self.store.fleet())
 
     async def status_(self, request: web.Request) -> web.StreamResponse:
         from aiohttp import web
@@ -215,7 +280,8 @@ class _Handlers:
                       "duplicates": st.duplicates, "rejected": st.rejected,
                       "evicted": st.evicted},
             "limits": {"max_sessions": st.max_sessions, "max_records": st.max_records,
-                       "max_bytes": st.max_bytes}})
+                       "max_bytes": st.max_bytes, "max_turns": MAX_TURNS,
+                       "max_tools": MAX_TOOLS}})
 
     async def events(self, request: web.Request) -> web.StreamResponse:
         from aiohttp import web
@@ -309,6 +375,8 @@ def create_ui_app(settings: Settings, *, max_sessions: int = DEFAULT_MAX_SESSION
     app.router.add_get("/favicon.ico", h.favicon)
     app.router.add_get("/api/sessions", h.sessions)
     app.router.add_get("/api/sessions/{session_id}", h.session)
+    app.router.add_get("/api/sessions/{session_id}/timings", h.timings)
+    app.router.add_get("/api/fleet", h.fleet)
     app.router.add_get("/api/status", h.status_)
     app.router.add_get("/events", h.events)
     app.router.add_static("/static/", STATIC_DIR)
@@ -318,6 +386,7 @@ def create_ui_app(settings: Settings, *, max_sessions: int = DEFAULT_MAX_SESSION
         if consume:
             tasks.append(asyncio.create_task(consume_chat(settings, store, status,
                                                           from_beginning=from_beginning)))
+            tasks.append(asyncio.create_task(consume_summaries(settings, store)))
         yield
         for task in tasks:
             task.cancel()
@@ -402,10 +471,11 @@ def _is_loopback(host: str) -> bool:
               help="Read agents.chat from its start, or only new records.")
 def ui(broker: str | None, host: str, port: int, allowed_hosts: str, max_sessions: int,
        max_records: int, max_mb: int, from_beginning: bool) -> None:
-    """Serve a live chat view of agents.chat in the browser (http://127.0.0.1:8066/).
+    """Serve the fleet and a live chat view of its sessions (http://127.0.0.1:8066/).
 
-    Lists the sessions with provider, state and last activity; shows any of them as
-    a readable chat, updated live. Runs until Ctrl-C / SIGTERM.
+    Counts the sessions by state, runtime and model, with today's tokens and cost;
+    lists and searches them; shows any of them as a readable chat with its model,
+    tokens, cost and timings, updated live. Runs until Ctrl-C / SIGTERM.
     """
     import signal
 
@@ -441,5 +511,5 @@ def ui(broker: str | None, host: str, port: int, allowed_hosts: str, max_session
         raise click.ClickException(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
 
 
-__all__ = ["consume_chat", "create_ui_app", "serve_ui", "ui",
+__all__ = ["consume_chat", "consume_summaries", "create_ui_app", "serve_ui", "ui",
            "ui_app_for", "STATIC_DIR", "DEFAULT_PORT"]

@@ -433,7 +433,7 @@ def test_the_page_shows_a_session_as_a_live_chat(settings, ui_server):
         # the done state: the last message is marked as the final answer, not repeated
         final = chat.locator(".final")
         final.wait_for()
-        assert final.inner_text().strip() == "Done"
+        assert final.locator(".final-title").inner_text().strip() == "Done"
         assert chat.locator(".msg.final-answer .body").inner_text() == \
             "The command printed fixture-ok. All done."
         assert chat.inner_text().count("The command printed fixture-ok. All done.") == 1

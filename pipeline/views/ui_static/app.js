@@ -1,4 +1,8 @@
-// canonflow live chat view: plain JS, no build step, nothing loaded from elsewhere.
+// canonflow fleet and live chat view: plain JS, no build step, nothing loaded from elsewhere.
+//
+// The fleet counters and the runtime × model table come from /api/fleet (polled); the
+// search asks /api/sessions?q= which sessions hold the text; an open session's
+// model, tokens, cost and timings come from /api/sessions/ID/timings (polled).
 //
 // Two Server-Sent Event streams: /events (the session list: a full snapshot, then
 // one summary per change) and /events?session=ID (the session's chat records, oldest
@@ -10,6 +14,9 @@
 
 const STATE_LABEL = {
   working: "working",
+  waiting: "waiting on you",
+  stalled: "stalled",
+  exited: "exited",
   waiting_approval: "waiting for approval",
   waiting_answer: "waiting for answer",
   done: "done",
@@ -98,11 +105,16 @@ function stateBadge(node, state) {
 // ---- the connection state ------------------------------------------------------
 
 let streamUp = false;
+let heard = false; // a first message came from the server: until then, "connecting"
 let brokerError = "connecting"; // null: the server reads agents.chat; else why it cannot
 
 function showConn() {
   const conn = document.getElementById("conn");
-  if (!streamUp) {
+  if (!heard) {
+    conn.dataset.conn = "connecting";
+    conn.textContent = "connecting…";
+    conn.title = "waiting for canonflow ui's first answer";
+  } else if (!streamUp) {
     conn.dataset.conn = "down";
     conn.textContent = "disconnected";
     conn.title = "the page lost its connection to canonflow ui; retrying";
@@ -138,6 +150,10 @@ function connectList() {
   source.onopen = () => { streamUp = true; pollStatus(); };
   source.onerror = () => { streamUp = false; showConn(); };
   source.addEventListener("sessions", (e) => {
+    heard = true;
+    streamUp = true;
+    listLoaded = true;
+    showConn();
     sessions.clear();
     for (const s of JSON.parse(e.data)) sessions.set(s.session_id, s);
     scheduleList();
@@ -159,13 +175,153 @@ function scheduleList() {
   requestAnimationFrame(() => { listDirty = false; renderList(); });
 }
 
+let listLoaded = false; // the first list came: "no sessions" means none, not "not yet"
+
+// The filters: runtime, model and state compare a summary's fields; the text search
+// is the server's (it reads the records too): `searchIds` is its answer for `searchFor`.
+const filters = { runtime: "", model: "", state: "" };
+let searchFor = "";
+let searchIds = null;
+
+function matches(s) {
+  if (filters.runtime && s.provider !== filters.runtime) return false;
+  if (filters.model && (s.model || "unknown") !== filters.model) return false;
+  if (filters.state === "waiting") {
+    if (!s.waiting_on_person) return false;
+  } else if (filters.state === "stalled") {
+    if (!s.stalled) return false;
+  } else if (filters.state && s.state !== filters.state && s.fleet_state !== filters.state) {
+    return false;
+  }
+  if (searchFor && !(searchIds && searchIds.has(s.session_id))) return false;
+  return true;
+}
+
+async function runSearch() {
+  const q = document.getElementById("search").value.trim();
+  if (!q) {
+    searchFor = "";
+    searchIds = null;
+    scheduleList();
+    return;
+  }
+  try {
+    const found = await (await fetch("/api/sessions?q=" + encodeURIComponent(q),
+      { cache: "no-store" })).json();
+    if (document.getElementById("search").value.trim() !== q) return; // typed on since
+    searchFor = q;
+    searchIds = new Set(found.map((s) => s.session_id));
+  } catch (e) {
+    return; // the connection badge says why
+  }
+  scheduleList();
+}
+
+function fillOptions(id, values) {
+  const select = document.getElementById(id);
+  const have = new Set([...select.options].map((o) => o.value));
+  for (const v of [...values].sort()) {
+    if (!have.has(v)) select.append(new Option(v, v));
+  }
+}
+
 function renderList() {
   const list = document.getElementById("sessions");
-  const sorted = [...sessions.values()].sort((a, b) => b.last_activity - a.last_activity);
+  const all = [...sessions.values()];
+  fillOptions("filter-runtime", new Set(all.map((s) => s.provider)));
+  fillOptions("filter-model", new Set(all.map((s) => s.model || "unknown")));
+  const sorted = all.filter(matches).sort((a, b) => b.last_activity - a.last_activity);
   list.replaceChildren(...sorted.map(sessionItem));
-  document.getElementById("session-count").textContent = String(sorted.length);
-  document.getElementById("no-sessions").hidden = sorted.length > 0;
+  const filtered = sorted.length !== all.length;
+  document.getElementById("session-count").textContent =
+    filtered ? `${sorted.length} of ${all.length}` : String(all.length);
+  document.getElementById("loading").hidden = listLoaded;
+  document.getElementById("no-sessions").hidden = !listLoaded || all.length > 0;
+  document.getElementById("no-match").hidden = !listLoaded || all.length === 0 || sorted.length > 0;
+  for (const c of document.querySelectorAll(".counter[data-filter]")) {
+    c.setAttribute("aria-pressed", String(!!filters.state && c.dataset.filter === filters.state));
+  }
   renderHeader();
+}
+
+// ---- figures: tokens, dollars, durations ------------------------------------------
+
+function tokensText(n) {
+  if (n === null || n === undefined) return "";
+  if (n >= 1e6) return (n / 1e6).toFixed(n >= 1e7 ? 0 : 1) + "M tokens";
+  if (n >= 1e4) return Math.round(n / 1e3) + "k tokens";
+  return n.toLocaleString("en-US") + " tokens";
+}
+
+function shortCount(n) {
+  if (n >= 1e6) return (n / 1e6).toFixed(1) + "M";
+  if (n >= 1e3) return (n / 1e3).toFixed(1) + "k";
+  return String(n);
+}
+
+function usd(x) {
+  if (x === null || x === undefined) return "";
+  return "$" + (x >= 100 ? x.toFixed(0) : x >= 1 ? x.toFixed(2) : x.toFixed(4));
+}
+
+function duration(ms) {
+  if (ms === null || ms === undefined) return "";
+  if (ms < 1000) return ms + " ms";
+  const s = ms / 1000;
+  if (s < 60) return s.toFixed(1) + " s";
+  if (s < 3600) return Math.floor(s / 60) + "m " + Math.round(s % 60) + "s";
+  return Math.floor(s / 3600) + "h " + Math.round((s % 3600) / 60) + "m";
+}
+
+function usageText(s) {
+  const bits = [];
+  if (s.model) bits.push(s.model);
+  // no usage reported yet (no turn ended, or a runtime that says none): nothing shown
+  if (s.tokens && s.tokens.total) bits.push(tokensText(s.tokens.total));
+  if (s.cost_usd) {
+    bits.push(usd(s.cost_usd) + (s.unpriced_turns ? ` (+${s.unpriced_turns} unpriced)` : ""));
+  }
+  return bits.join(" · ");
+}
+
+// ---- the fleet -------------------------------------------------------------------
+
+async function pollFleet() {
+  let fleet;
+  try {
+    fleet = await (await fetch("/api/fleet", { cache: "no-store" })).json();
+  } catch (e) {
+    return;
+  }
+  const set = (id, n) => {
+    const node = document.getElementById(id);
+    node.querySelector("b").textContent = String(n);
+    node.dataset.count = String(n);
+    node.dataset.nonzero = String(n > 0);
+  };
+  set("fleet-sessions", fleet.sessions);
+  set("fleet-working", fleet.by_state.working || 0);
+  set("fleet-waiting", fleet.waiting_on_person.length);
+  set("fleet-stalled", fleet.stalled.length);
+  set("fleet-failed", fleet.failed.length);
+  const today = document.getElementById("fleet-today");
+  const t = fleet.today;
+  today.querySelector("b").textContent = `${usd(t.cost_usd)} · ${tokensText(t.total)}`;
+  today.dataset.costUsd = String(t.cost_usd);
+  today.dataset.tokens = String(t.total);
+  today.title = `${t.turns} turn(s) completed on ${t.date} (UTC)`
+    + (t.unpriced_turns ? `; ${t.unpriced_turns} without a price` : "");
+  const rows = fleet.rows.map((r) => {
+    const tr = el("tr");
+    tr.dataset.runtime = r.runtime;
+    tr.dataset.model = r.model;
+    tr.title = Object.entries(r.states).map(([k, v]) => `${v} ${STATE_LABEL[k] || k}`).join(", ");
+    tr.append(el("td", "", r.runtime), el("td", "", r.model), el("td", "", String(r.sessions)),
+      el("td", "", r.tokens ? shortCount(r.tokens) : "–"), el("td", "", r.cost_usd ? usd(r.cost_usd) : "–"));
+    return tr;
+  });
+  document.getElementById("fleet-table").replaceChildren(...rows);
+  if (searchFor) runSearch(); // the records may have changed
 }
 
 function sessionItem(s) {
@@ -180,10 +336,12 @@ function sessionItem(s) {
   top.append(el("span", "provider", s.provider), el("span", "session-id", s.session_id));
   const bottom = el("div", "session-bottom");
   const badge = el("span", "state");
-  stateBadge(badge, s.state);
+  stateBadge(badge, s.fleet_state === "stalled" ? "stalled" : s.state);
   const when = el("span", "ago", ago(s.last_activity));
   when.dataset.ts = String(s.last_activity);
   bottom.append(badge, when);
+  const meta = usageText(s);
+  if (meta) bottom.append(el("span", "session-meta", meta));
   button.append(top, bottom);
   if (s.preview) button.append(el("div", "preview", plain(s.preview)));
   li.append(button);
@@ -201,6 +359,62 @@ function renderHeader() {
   const when = document.getElementById("session-activity");
   when.dataset.ts = s ? String(s.last_activity) : "";
   when.textContent = s ? ago(s.last_activity) : "";
+  document.getElementById("session-usage").textContent = s ? usageText(s) : "";
+}
+
+// An open session's timings: each tool card and each turn's end say how long they took,
+// and what the turn cost.
+async function pollTimings() {
+  if (!current || !sessions.has(current.id)) return; // none yet: the server has no timings
+  const mine = current;
+  let t;
+  try {
+    const resp = await fetch(`/api/sessions/${encodeURIComponent(mine.id)}/timings`,
+      { cache: "no-store" });
+    if (!resp.ok) return;
+    t = await resp.json();
+  } catch (e) {
+    return;
+  }
+  if (current !== mine) return;
+  mine.timings = t;
+  if (t.session) sessions.set(t.session.session_id, t.session);
+  applyTimings();
+  renderHeader();
+}
+
+function applyTimings() {
+  const t = current && current.timings;
+  if (!t) return;
+  for (const [id, tool] of Object.entries(t.tools)) {
+    const card = current.items.get("tool:" + id);
+    if (!card || tool.duration_ms === null || tool.duration_ms === undefined) continue;
+    let span = card.querySelector(".tool-time");
+    if (!span) {
+      span = el("span", "tool-time");
+      card.querySelector(".tool-head").append(span);
+    }
+    span.textContent = duration(tool.duration_ms);
+    span.dataset.ms = String(tool.duration_ms);
+  }
+  for (const turn of t.turns) {
+    const card = current.items.get("done:" + turn.turn_id);
+    if (!card) continue;
+    let line = card.querySelector(".turn-usage");
+    if (!line) {
+      line = el("span", "turn-usage");
+      card.querySelector(".final-title").after(line);
+    }
+    const bits = [];
+    if (turn.duration_ms !== null && turn.duration_ms !== undefined) bits.push(duration(turn.duration_ms));
+    if (turn.model) bits.push(turn.model);
+    if (turn.tokens) bits.push(tokensText(turn.tokens.total));
+    if (turn.cost_usd !== null && turn.cost_usd !== undefined) bits.push(usd(turn.cost_usd));
+    else if (turn.cost_source === "unpriced") bits.push("no price");
+    line.textContent = bits.join(" · ");
+    line.dataset.ms = String(turn.duration_ms);
+    line.dataset.costUsd = String(turn.cost_usd);
+  }
 }
 
 setInterval(() => {
@@ -227,6 +441,7 @@ function openSession(id) {
     errors: new Map(), // "turn|class|message" -> its card
     denied: new Set(), // tool_use_ids an approval refused
     nextSeq: 1,
+    timings: null, // its last /timings answer
   };
   if (location.hash !== "#session=" + encodeURIComponent(id)) {
     history.replaceState(null, "", "#session=" + encodeURIComponent(id));
@@ -244,7 +459,10 @@ function openSession(id) {
     append(el("div", "notice", `${n} earlier record(s) are no longer kept in memory.`));
   });
   source.addEventListener("ready", () => {
-    if (current === mine) chat.dataset.ready = "true";
+    if (current === mine) {
+      chat.dataset.ready = "true";
+      pollTimings();
+    }
   });
   renderList();
 }
@@ -596,6 +814,10 @@ const RENDER = {
     let title = r.is_error ? "Turn failed" : "Done";
     if (r.subtype === "interrupted" || r.subtype === "cancelled") title = "Turn " + r.subtype;
     card.append(el("div", "final-title", title));
+    if (r.turn_id) {
+      card.dataset.turnId = r.turn_id;
+      current.items.set("done:" + r.turn_id, card);
+    }
     if (shown) {
       last.block.classList.add("final-answer");
       last.block.querySelector(".who").textContent = "final answer";
@@ -606,16 +828,39 @@ const RENDER = {
     }
     append(card);
     current.lastText = null;
+    pollTimings(); // the turn's figures
   },
 };
 
 // ---- start --------------------------------------------------------------------
 
 document.getElementById("back").addEventListener("click", closeSession);
+{
+  let timer = null;
+  document.getElementById("search").addEventListener("input", () => {
+    clearTimeout(timer);
+    timer = setTimeout(runSearch, 200);
+  });
+  for (const key of ["runtime", "model", "state"]) {
+    const select = document.getElementById("filter-" + key);
+    select.addEventListener("change", () => { filters[key] = select.value; scheduleList(); });
+  }
+  for (const c of document.querySelectorAll(".counter[data-filter]")) {
+    c.addEventListener("click", () => {
+      const state = filters.state === c.dataset.filter ? "" : c.dataset.filter;
+      filters.state = state;
+      document.getElementById("filter-state").value = state;
+      scheduleList();
+    });
+  }
+}
 connectList();
 showConn();
 pollStatus();
+pollFleet();
 setInterval(pollStatus, 2000);
+setInterval(pollFleet, 2000);
+setInterval(pollTimings, 2000);
 {
   const m = /^#session=(.+)$/.exec(location.hash);
   if (m) openSession(decodeURIComponent(m[1]));
