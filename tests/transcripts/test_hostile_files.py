@@ -43,12 +43,32 @@ def _limit_data() -> None:
     resource.setrlimit(resource.RLIMIT_DATA, (DATA_LIMIT, DATA_LIMIT))
 
 
+#: Runs `python -m pipeline.cli ...` and, at its exit, writes its own peak RSS (VmHWM:
+#: the high-water mark of its memory since exec) to the file $CANONFLOW_TEST_HWM names.
+#: The child's rusage would not do: Linux counts in it the pages of the parent it was
+#: forked from (a pytest process that ran many tests first: 200 MB).
+_MEASURED = """
+import atexit, os, runpy, sys
+def _hwm():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            open(os.environ["CANONFLOW_TEST_HWM"], "w").write(line.split()[1])
+atexit.register(_hwm)
+sys.argv = ["canonflow", *sys.argv[1:]]
+runpy.run_module("pipeline.cli", run_name="__main__")
+"""
+
+
 def run_measured(args: list[str], env: dict[str, str], tmp: Path, timeout: float = 180.0
                  ) -> tuple[int, str, bytes, int]:
-    """Run a child to its end: (exit status, stderr, stdout, its peak RSS in bytes)."""
+    """Run a child to its end: (exit status, stderr, stdout, its peak RSS in bytes).
+    `args` is `[python, "-m", "pipeline.cli", ...]`."""
     out, err = tmp / f"out-{time.monotonic_ns()}", tmp / f"err-{time.monotonic_ns()}"
+    hwm = tmp / f"hwm-{time.monotonic_ns()}"
+    assert args[1:3] == ["-m", "pipeline.cli"], args
     with open(out, "wb") as o, open(err, "wb") as e:
-        proc = subprocess.Popen(args, stdout=o, stderr=e, env=env, cwd=ROOT,
+        proc = subprocess.Popen([args[0], "-c", _MEASURED, *args[3:]], stdout=o, stderr=e,
+                                env={**env, "CANONFLOW_TEST_HWM": str(hwm)}, cwd=ROOT,
                                 preexec_fn=_limit_data)
     deadline = time.monotonic() + timeout
     while True:
@@ -62,8 +82,9 @@ def run_measured(args: list[str], env: dict[str, str], tmp: Path, timeout: float
                                  f"{err.read_text(errors='replace')[-3000:]}")
         time.sleep(0.05)
     proc.returncode = os.waitstatus_to_exitcode(status)
+    assert hwm.exists(), f"{args[3]} wrote no peak RSS; stderr:\n{err.read_text()[-3000:]}"
     return (proc.returncode, err.read_text(errors="replace"), out.read_bytes(),
-            usage.ru_maxrss * 1024)
+            int(hwm.read_text()) * 1024)
 
 
 def ship_once(settings: Settings, home: Path, tmp: Path) -> tuple[int, str, bytes, int]:
