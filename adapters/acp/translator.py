@@ -89,10 +89,11 @@ from adapters.acp.session_setup import (
 from adapters.acp.state import Pending, State
 from adapters.acp.tool_calls import on_tool_call, on_tool_call_update
 from adapters.acp.usage import acp_tokens, on_usage
-from adapters.core.contract import MalformedRecord, Message, UnknownOrigin
+from adapters.core.contract import MalformedRecord, Message
 from adapters.core.emitter import Emitter
 from adapters.core.emitter import replace as _replace
 from adapters.core.ids import jsonrpc_message_id
+from adapters.core.origin import jsonrpc_origin
 from topics.canonical import (
     AuthStatus,
     AuthStatusPayload,
@@ -144,33 +145,14 @@ elicitation/create elicitation/complete mcp/connect mcp/disconnect _auth/status_
 
 
 def origin_of(state: State, obj: dict[str, Any]) -> Origin:
-    """Who sent a message that came without its origin (adapters.core.record), from the
-    message itself: a method's side is the schema's (CLIENT_SENT, AGENT_SENT); a response
-    answers the other side's request in flight with its id (State.client, State.agent).
-    Raises UnknownOrigin where that does not settle it: a method both sides send, an
-    extension or a method the schema does not define, a response to an id that no
-    request in flight has, or that requests of both sides have. A message of no JSON-RPC
-    shape is the agent's, for `translate` to refuse."""
-    method = obj.get("method")
-    if isinstance(method, str):
-        if method in CLIENT_SENT:
-            return "client"
-        if method in AGENT_SENT:
-            return "agent"
-        raise UnknownOrigin(f"ACP message {method[:80]!r} came without an origin, and the "
-                            "schema does not say which side sends it: cannot tell who sent "
-                            "it (send it with an 'origin' header)")
-    if method is None and "id" in obj and ("result" in obj or "error" in obj):
-        key = id_key(obj["id"])
-        answers_agent = key in state.agent  # the client's answer to the agent
-        answers_client = key in state.client
-        if answers_agent != answers_client:
-            return "client" if answers_agent else "agent"
-        which = "requests of both sides" if answers_agent else "no request"
-        raise UnknownOrigin(f"ACP response to id {str(obj['id'])[:40]!r} came without an origin, and "
-                            f"{which} in flight {'have' if answers_agent else 'has'} that "
-                            "id: cannot tell who sent it (send it with an 'origin' header)")
-    return "agent"
+    """Who sent a message that came without its origin (adapters.core.origin): a method's
+    side is the schema's (CLIENT_SENT, AGENT_SENT); a response answers the other side's
+    request in flight with its id (State.client, State.agent). Raises UnknownOrigin
+    where that does not settle it."""
+    return jsonrpc_origin(obj, "ACP", client_sends=CLIENT_SENT.__contains__,
+                          agent_sends=AGENT_SENT.__contains__,
+                          agent_asked=lambda rid: id_key(rid) in state.agent,
+                          client_asked=lambda rid: id_key(rid) in state.client)
 
 
 # ---- entry point --------------------------------------------------------------

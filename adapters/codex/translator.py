@@ -158,10 +158,11 @@ from adapters.codex.turns import (
 from adapters.codex.usage import codex_tokens as codex_tokens  # importable from here (docs)
 from adapters.codex.usage import on_token_usage
 from adapters.codex.usage import turn_tokens as turn_tokens
-from adapters.core.contract import MalformedRecord, Message, UnknownOrigin
+from adapters.core.contract import MalformedRecord, Message
 from adapters.core.emitter import UNSET, Emitter
 from adapters.core.emitter import replace as _replace
 from adapters.core.ids import jsonrpc_message_id
+from adapters.core.origin import jsonrpc_origin
 from topics.records import Origin
 
 provider = "codex"
@@ -233,33 +234,15 @@ def translate(state: State, msg: Message, out: Emitter) -> State:
 
 
 def origin_of(state: State, obj: dict[str, Any]) -> Origin:
-    """Who sent a message that came without its origin (adapters.core.record), from the
-    message itself: a method's side is the schema's (CLIENT_METHODS, AGENT_METHODS); a
-    response answers the other side's request in flight with its id (State.pending:
-    the client's, State.requests: the server's). Raises UnknownOrigin where that does
-    not settle it: a method neither side defines, a response to an id that no request
-    in flight has, or that requests of both sides have. A message of no JSON-RPC shape
-    is the agent's, for `translate` to refuse."""
-    method = obj.get("method")
-    if isinstance(method, str):
-        if method in CLIENT_METHODS:
-            return "client"
-        if method in AGENT_METHODS or method.startswith(LEGACY_PREFIX):
-            return "agent"
-        raise UnknownOrigin(f"codex message {method[:80]!r} came without an origin, and no "
-                            "side sends this method in the app-server schema: cannot tell "
-                            "who sent it (send it with an 'origin' header)")
-    if method is None and "id" in obj and ("result" in obj or "error" in obj):
-        key = rpc_id(obj["id"])
-        answers_server = key in state.requests  # the client's answer to the server
-        answers_client = key in state.pending
-        if answers_server != answers_client:
-            return "client" if answers_server else "agent"
-        which = "both a client and a server request" if answers_server else "no request"
-        raise UnknownOrigin(f"codex response to id {key[:40]!r} came without an origin, and "
-                            f"{which} in flight has that id: cannot tell who sent it (send "
-                            "it with an 'origin' header)")
-    return "agent"
+    """Who sent a message that came without its origin (adapters.core.origin): a method's
+    side is the schema's (CLIENT_METHODS, AGENT_METHODS); a response answers the other
+    side's request in flight with its id (State.pending: the client's, State.requests:
+    the server's). Raises UnknownOrigin where that does not settle it."""
+    return jsonrpc_origin(
+        obj, "codex", client_sends=CLIENT_METHODS.__contains__,
+        agent_sends=lambda m: m in AGENT_METHODS or m.startswith(LEGACY_PREFIX),
+        agent_asked=lambda rid: rpc_id(rid) in state.requests,
+        client_asked=lambda rid: rpc_id(rid) in state.pending)
 
 
 # ---- client -> server -------------------------------------------------------------

@@ -57,7 +57,7 @@ from adapters.core.lifecycle import (
     start_item,
     taken,
 )
-from adapters.core.tools import item_type_for_tool, normalize_tool_name, tool_fields
+from adapters.core.tools import normalize_tool_name, tool_item
 from topics.canonical import (
     ItemPayload,
     ProviderRefs,
@@ -169,7 +169,7 @@ def _end_turn(state: State, out: Emitter, payload: TurnCompletedPayload,
         close_item(out, _at(state, out, native), item_type, status, why, text_stream=stream)
     for native, tool in state.tools.items():
         complete_item(out, _at(state, out, native),
-                      _tool_payload(tool, "failed", out.cap, detail=why), True)
+                      tool_item(tool.name, tool.input, "failed", out.cap, detail=why), True)
     end_turn(out, _at(state, out), payload, synthetic)
     return _replace(state, turnOpen=False, open={}, tools={}, error=None, aborted=False)
 
@@ -329,17 +329,6 @@ def _on_reasoning(state: State, data: dict[str, Any], out: Emitter) -> State:
 # ---- tools -------------------------------------------------------------------------
 
 
-def _tool_payload(tool: Tool, status: str, cap: int, output: str | None = None,
-                  detail: str | None = None, data: Any = UNSET) -> ItemPayload:
-    fields: dict[str, Any] = tool_fields(tool.name, tool.input, cap)
-    if output is not None:
-        fields["output"] = output
-        fields["isError"] = status != "completed"
-    return ItemPayload(itemType=item_type_for_tool(tool.name), status=status,  # type: ignore[arg-type]
-                       toolName=tool.name, input=tool.input, detail=detail or UNSET, data=data,
-                       **fields)
-
-
 def _start_tool(state: State, out: Emitter, call: str, name: Any, arguments: Any) -> State:
     if call in state.tools:
         return state
@@ -347,7 +336,7 @@ def _start_tool(state: State, out: Emitter, call: str, name: Any, arguments: Any
     native = name if isinstance(name, str) and name else "unknown"
     tool = Tool(name=normalize_tool_name(native), native=native,
                 input=arguments if isinstance(arguments, dict) else {})
-    start_item(out, _at(state, out, call), _tool_payload(tool, "inProgress", out.cap))
+    start_item(out, _at(state, out, call), tool_item(tool.name, tool.input, "inProgress", out.cap))
     return _replace(state, tools={**state.tools, call: tool})
 
 
@@ -386,7 +375,7 @@ def _on_execution_complete(state: State, data: dict[str, Any], out: Emitter) -> 
                                                        else "")
     extra = {k: data[k] for k in ("shellExecution", "error") if k in data}
     complete_item(out, _at(state, out, call),
-                  _tool_payload(tool, status, out.cap, output=output, data=extra or UNSET,
+                  tool_item(tool.name, tool.input, status, out.cap, output=output, data=extra or UNSET,
                                 detail=message if status != "completed" else None))
     return _replace(state, tools={k: v for k, v in state.tools.items() if k != call})
 

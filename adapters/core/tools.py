@@ -15,7 +15,10 @@ import re
 import shlex
 from typing import Any, Final
 
+from msgspec import UNSET
+
 from adapters.core.diff import diff_fields, hunks_diff, text_diff
+from topics.canonical import ItemPayload
 
 _ALIASES: dict[str, str] = {
     # shell
@@ -270,3 +273,16 @@ def change_fields(changes: Any, cap: int, diff: bool = True) -> dict[str, Any]:
     if paths:
         fields["paths"] = list(dict.fromkeys(paths))
     return fields
+
+
+def tool_item(name: str, input: Any, status: str, cap: int, output: str | None = None,
+              detail: str | None = None, data: Any = UNSET) -> ItemPayload:
+    """The payload of a tool item named `name` (normalised) called with `input`: its
+    item type, the normalised fields read from the input (`cap`: the per-item cap, a
+    diff's), and, once it ran, its `output` (an error unless `status` is completed)."""
+    fields: dict[str, Any] = tool_fields(name, input, cap)
+    if output is not None:
+        fields["output"] = output
+        fields["isError"] = status != "completed"
+    return ItemPayload(itemType=item_type_for_tool(name), status=status,  # type: ignore[arg-type]
+                       toolName=name, input=input, detail=detail or UNSET, data=data, **fields)

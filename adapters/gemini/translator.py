@@ -63,7 +63,7 @@ from adapters.core.emitter import UNSET, Emitter
 from adapters.core.emitter import replace as _replace
 from adapters.core.lifecycle import At, complete_item, delta, end_turn, start_item, taken
 from adapters.core.shape import native_count
-from adapters.core.tools import item_type_for_tool, normalize_tool_name, tool_fields
+from adapters.core.tools import normalize_tool_name, tool_item
 from adapters.gemini.state import Reply, State, Tool
 from topics.canonical import (
     ContentDelta,
@@ -243,7 +243,7 @@ def _end_turn(state: State, out: Emitter, payload: TurnCompletedPayload,
     c = _Ctx(state, out)
     for tool_id, tool in state.tools.items():
         complete_item(out, c.tool_at(state, out, tool_id),
-                      _tool_payload(tool, "failed", out.cap, output="",
+                      tool_item(tool.name, tool.input, "failed", out.cap, output="",
                                     detail="the turn ended before the tool returned"), True)
     end_turn(out, c.at(), payload, synthetic)
     return _replace(state, turnOpen=False, tools={}, errorLine=None)
@@ -334,22 +334,10 @@ def _tool_input(name: str, params: Any) -> Any:
     return inp
 
 
-def _tool_payload(tool: Tool, status: str, cap: int, output: str | None = None,
-                  detail: str | None = None, data: Any = UNSET) -> ItemPayload:
-    """`cap`: the per-item cap (a diff's: adapters.core.tools, the normalised fields)."""
-    fields: dict[str, Any] = tool_fields(tool.name, tool.input, cap)
-    if output is not None:
-        fields["output"] = output
-        fields["isError"] = status == "failed"
-    return ItemPayload(itemType=item_type_for_tool(tool.name), status=status,  # type: ignore[arg-type]
-                       toolName=tool.name, input=tool.input, detail=detail or UNSET, data=data,
-                       **fields)
-
-
 def _start_tool(state: State, out: Emitter, tool_id: str, tool: Tool, synthetic: bool) -> State:
     state = _close_reply(_ensure_turn(state, out), out)  # a tool call ends the text before it
     start_item(out, _Ctx(state, out).tool_at(state, out, tool_id),
-               _tool_payload(tool, "inProgress", out.cap), synthetic)
+               tool_item(tool.name, tool.input, "inProgress", out.cap), synthetic)
     return _replace(state, tools={**state.tools, tool_id: tool})
 
 
@@ -383,7 +371,7 @@ def _on_tool_result(state: State, obj: dict[str, Any], out: Emitter) -> State:
         message = error.get("message") if isinstance(error, dict) else None
         output = message if failed and isinstance(message, str) else ""
     complete_item(out, _Ctx(state, out).tool_at(state, out, tool_id),
-                  _tool_payload(tool, "failed" if failed else "completed", out.cap, output=output,
+                  tool_item(tool.name, tool.input, "failed" if failed else "completed", out.cap, output=output,
                                 data={"error": error} if isinstance(error, dict) else UNSET))
     return _replace(state, tools={k: v for k, v in state.tools.items() if k != tool_id})
 

@@ -23,7 +23,7 @@ stream-json drops: each entry is a streamed chunk whose description the CLI trim
 they are joined with a space, a subject as `**subject**`), its `tokens` a
 thread.token-usage.updated and, summed over the turn, turn.completed `usage`; each tool
 call one tool item, with the same tool and ids as the live adapter (adapters.gemini:
-`_tool_input`, `_tool_payload`), completed once its status is final (success: completed,
+`_tool_input`; the payload is adapters.core.tools.tool_item), completed once its status is final (success: completed,
 error: failed, cancelled: declined) with `resultDisplay` as its output when it is text
 (what stream-json prints) and else (a diff, a terminal screen, nothing) the
 functionResponse the model got. A user message
@@ -84,7 +84,7 @@ from adapters.core.emitter import replace as _replace
 from adapters.core.ids import iso_to_ms
 from adapters.core.resent import resent
 from adapters.core.shape import native_list
-from adapters.core.tools import normalize_tool_name
+from adapters.core.tools import normalize_tool_name, tool_item
 from adapters.gemini import translator as gemini
 from adapters.gemini.state import Tool
 from adapters.gemini_transcript.state import State
@@ -294,7 +294,7 @@ def _end(state: State, out: Emitter, turn_state: TurnState, **fields: Any) -> St
         return state
     for tool_id, tool in state.tools.items():
         _emit(state, out, ItemCompleted,
-              gemini._tool_payload(tool, "failed", out.cap, output="",
+              tool_item(tool.name, tool.input, "failed", out.cap, output="",
                                    detail="the turn ended before the tool returned"),
               item=tool_id, synthetic=True)
     if state.usage:
@@ -452,7 +452,7 @@ def _started(state: State, out: Emitter, tool_id: str, name: str, args: Any,
     if tool_id in state.tools:
         return state
     tool = Tool(name=name, input=gemini._tool_input(name, args))
-    _emit(state, out, ItemStarted, gemini._tool_payload(tool, "inProgress", out.cap),
+    _emit(state, out, ItemStarted, tool_item(tool.name, tool.input, "inProgress", out.cap),
           item=tool_id, synthetic=synthetic)
     return _replace(state, tools={**state.tools, tool_id: tool})
 
@@ -460,7 +460,7 @@ def _started(state: State, out: Emitter, tool_id: str, name: str, args: Any,
 def _completed(state: State, out: Emitter, tool_id: str, status: str, output: str,
                data: Any = UNSET) -> State:
     tool = state.tools[tool_id]
-    payload = gemini._tool_payload(tool, status, out.cap, output=output, data=data)
+    payload = tool_item(tool.name, tool.input, status, out.cap, output=output, data=data)
     if status == "declined":
         payload = _replace(payload, isError=True)
     _emit(state, out, ItemCompleted, payload, item=tool_id)

@@ -59,7 +59,7 @@ from adapters.core.lifecycle import (
     taken,
 )
 from adapters.core.shape import native_count
-from adapters.core.tools import item_type_for_tool, normalize_tool_name, tool_fields
+from adapters.core.tools import normalize_tool_name, tool_item
 from adapters.pi.state import State, Tool
 from topics.canonical import (
     ItemPayload,
@@ -200,7 +200,7 @@ def _end_turn(state: State, out: Emitter, payload: TurnCompletedPayload,
     state = _close_blocks(state, out, "failed", why)
     for call, tool in state.tools.items():
         complete_item(out, _at(state, out, call, call),
-                      _tool_payload(tool, "failed", out.cap, detail=why), True)
+                      tool_item(tool.name, tool.input, "failed", out.cap, detail=why), True)
     fields: dict[str, Any] = {}
     if state.tokens is not None:
         fields["tokens"] = state.tokens
@@ -418,23 +418,13 @@ def _count(state: State, out: Emitter, usage: Any) -> State:
 # ---- tools ---------------------------------------------------------------------------
 
 
-def _tool_payload(tool: Tool, status: str, cap: int, output: str | None = None,
-                  detail: str | None = None) -> ItemPayload:
-    fields: dict[str, Any] = tool_fields(tool.name, tool.input, cap)
-    if output is not None:
-        fields["output"] = output
-        fields["isError"] = status != "completed"
-    return ItemPayload(itemType=item_type_for_tool(tool.name), status=status,  # type: ignore[arg-type]
-                       toolName=tool.name, input=tool.input, detail=detail or UNSET, **fields)
-
-
 def _start_tool(state: State, out: Emitter, call: str, name: Any, arguments: Any) -> State:
     if call in state.tools:
         return state
     state = _ensure_turn(state, out)
     tool = Tool(name=normalize_tool_name(name if isinstance(name, str) and name else "unknown"),
                 input=arguments if isinstance(arguments, dict) else {})
-    start_item(out, _at(state, out, call, call), _tool_payload(tool, "inProgress", out.cap))
+    start_item(out, _at(state, out, call, call), tool_item(tool.name, tool.input, "inProgress", out.cap))
     return _replace(state, tools={**state.tools, call: tool})
 
 
@@ -465,8 +455,9 @@ def _on_execution_end(state: State, obj: dict[str, Any], out: Emitter) -> State:
         state = _start_tool(state, out, call, obj.get("toolName"), obj.get("args"))
     failed = obj.get("isError") is True
     output = _text_of(_dict(obj, "result").get("content"))
+    tool = state.tools[call]
     complete_item(out, _at(state, out, call, call),
-                  _tool_payload(state.tools[call], "failed" if failed else "completed", out.cap,
+                  tool_item(tool.name, tool.input, "failed" if failed else "completed", out.cap,
                                 output=output))
     return _replace(state, tools={k: v for k, v in state.tools.items() if k != call})
 

@@ -128,8 +128,8 @@ def test_codex_messages_no_side_settles_are_dead_letters():
     ])
     assert [(n, type(e)) for n, e in failed] == [(3, UnknownOrigin), (4, UnknownOrigin),
                                                  (5, UnknownOrigin)]
-    assert "both a client and a server request" in str(failed[0][1])
-    assert "no request in flight" in str(failed[1][1])
+    assert "requests of both sides have that id in flight" in str(failed[0][1])
+    assert "no request has that id in flight" in str(failed[1][1])
     assert [e["type"] for e in events] == ["session.started", "request.opened"]
 
 
