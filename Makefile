@@ -40,7 +40,7 @@ run: $(BUILT)
 	$(VENV)/bin/canonflow run
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check topics adapters pipeline tests setup.py
+	$(VENV)/bin/ruff check canonflow topics adapters pipeline tests setup.py
 	$(VENV)/bin/mypy topics adapters
 
 # The suite mostly waits (workers joining their groups, settle windows), so it runs in
