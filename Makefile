@@ -45,7 +45,7 @@ run: $(BUILT)
 	$(VENV)/bin/canonflow run
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check topics adapters pipeline tests setup.py
+	$(VENV)/bin/ruff check canonflow topics adapters pipeline tests setup.py
 	$(VENV)/bin/mypy topics adapters
 
 # The documentation site (mkdocs.yml), warnings as errors, into site/; the test suite

@@ -13,10 +13,10 @@ key, and the last record of a window has `closed: true`.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 import msgspec
-from msgspec import Struct
+from msgspec import Meta, Struct
 
 FLEET_SCHEMA_VERSION = 1
 
@@ -38,52 +38,54 @@ class FleetMetrics(Struct, frozen=True, kw_only=True):
     runtime.error by `class`.
     """
 
-    #: The fleet record's version.
-    schemaVersion: int
-    #: The window kind: tumbling-1m or hopping-5m.
-    window: WindowKind
-    #: The window's start (epoch ms, inclusive).
-    windowStartMs: int
-    #: The window's end (epoch ms, exclusive).
-    windowEndMs: int
-    #: The provider counted.
-    provider: str
-    #: The model counted ("unknown" before a turn names one).
-    model: str
-    #: The agents.canonical partition counted: sum over it for the fleet.
-    partition: int
-    #: True on the window's last record.
-    closed: bool = False
-    #: Turns started.
-    turnsStarted: int = 0
-    #: Turns completed.
-    turnsCompleted: int = 0
-    #: Turns failed.
-    turnsFailed: int = 0
-    #: Turns interrupted, cancelled or aborted.
-    turnsInterrupted: int = 0
-    #: Tool calls by normalised tool name.
-    toolCalls: dict[str, int] = {}
-    #: Approvals opened (request.opened of *_approval requests).
-    approvalsRequested: int = 0
-    #: Approvals resolved.
-    approvalsResolved: int = 0
-    #: Approvals denied, declined or rejected.
-    approvalsDenied: int = 0
-    #: How many decisions those times cover.
-    approvalDecisions: int = 0
-    #: The sum of the times from opening to decision (ms).
-    approvalDecisionMsSum: int = 0
-    #: The longest time from an approval's opening to its decision (ms).
-    approvalDecisionMsMax: int = 0
-    #: Input tokens of the turns completed.
-    tokensIn: int = 0
-    #: Output tokens of the turns completed.
-    tokensOut: int = 0
-    #: The turns' cost (USD).
-    costUsd: float = 0.0
-    #: runtime.error events by class.
-    errors: dict[str, int] = {}
+    schemaVersion: Annotated[int, Meta(description="The fleet-metrics record's version, 1.")]
+    window: Annotated[WindowKind, Meta(description=(
+        "The window's kind: tumbling-1m (1 minute) or hopping-5m (5 minutes, advancing by "
+        "1)."))]
+    windowStartMs: Annotated[int, Meta(description=(
+        "The window's start, inclusive, epoch milliseconds of the events' createdAt."))]
+    windowEndMs: Annotated[int, Meta(description=(
+        "The window's end, exclusive, epoch milliseconds."))]
+    provider: Annotated[str, Meta(description="The runtime counted.")]
+    model: Annotated[str, Meta(description=(
+        "The model counted: the session's model as its last turn.started (or "
+        "model.rerouted) named it; unknown before any."))]
+    partition: Annotated[int, Meta(description=(
+        "The agents.canonical partition counted: a fleet-wide value is the sum over "
+        "partitions."))]
+    closed: Annotated[bool, Meta(description=(
+        "True on the window's last record (its final value); false while it can still "
+        "change."))] = False
+    turnsStarted: Annotated[int, Meta(description="turn.started events in the window.")] = 0
+    turnsCompleted: Annotated[int, Meta(description="Turns that ended completed.")] = 0
+    turnsFailed: Annotated[int, Meta(description="Turns that ended failed.")] = 0
+    turnsInterrupted: Annotated[int, Meta(description=(
+        "Turns that ended interrupted, cancelled or aborted."))] = 0
+    toolCalls: Annotated[dict[str, int], Meta(description=(
+        "Tool items started, by normalised tool name (Bash, Read, ...)."))] = {}
+    approvalsRequested: Annotated[int, Meta(description=(
+        "Approval requests opened (request.opened of *_approval requests)."))] = 0
+    approvalsResolved: Annotated[int, Meta(description="Approval requests resolved.")] = 0
+    approvalsDenied: Annotated[int, Meta(description=(
+        "Approvals resolved with a decision starting with deny, decline or reject."))] = 0
+    approvalDecisions: Annotated[int, Meta(description=(
+        "Resolved approvals whose opening this stage saw (the count behind "
+        "approvalDecisionMsSum)."))] = 0
+    approvalDecisionMsSum: Annotated[int, Meta(description=(
+        "Milliseconds from opening to decision, summed over approvalDecisions: divide for "
+        "the mean."))] = 0
+    approvalDecisionMsMax: Annotated[int, Meta(description=(
+        "The longest time from opening to decision, milliseconds."))] = 0
+    tokensIn: Annotated[int, Meta(description=(
+        "Input tokens of the window's completed turns (from turn.completed `usage`, in "
+        "each runtime's shape)."))] = 0
+    tokensOut: Annotated[int, Meta(description=(
+        "Output tokens of the window's completed turns."))] = 0
+    costUsd: Annotated[float, Meta(description=(
+        "Cost of the window's completed turns in US dollars (from turn.completed "
+        "totalCostUsd)."))] = 0.0
+    errors: Annotated[dict[str, int], Meta(description=(
+        "runtime.error events by `class` (provider_error, transport_error, ...)."))] = {}
 
 
 encode_fleet_metrics = msgspec.json.Encoder().encode

@@ -3,10 +3,10 @@ capture line format, and the dead letter."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 import msgspec
-from msgspec import UNSET, Struct, UnsetType
+from msgspec import UNSET, Meta, Struct, UnsetType
 
 Origin = Literal["agent", "client"]
 
@@ -81,33 +81,38 @@ class DeadLetter(Struct, frozen=True, kw_only=True, omit_defaults=True):
     topic's retention keeps it.
     """
 
-    #: The raw topic the record came from.
-    topic: str
-    #: The raw record's partition.
-    partition: int
-    #: The raw record's offset.
-    offset: int
-    #: The provider of that raw topic.
-    provider: str
-    #: The kind of failure: the adapter error's class (MalformedRecord, ...),
-    #: `InternalError.adapter.<exception>` for canonflow's own failure, `Refused.<topic>`
-    #: for output the cluster refused.
-    errorClass: str
-    #: What failed, in one line.
-    reason: str
-    #: The original bytes (base64 in JSON), redacted, or cut to fit the topic.
-    value: bytes
-    #: The raw record's key (the session id), when it had one.
-    key: str | None = None
-    #: The line of the record that failed, when the record held several.
-    line: int | UnsetType = UNSET
-    #: The raw record's origin header.
-    origin: Origin | UnsetType = UNSET
-    #: The raw record's timestamp (epoch ms).
-    timestampMs: int | UnsetType = UNSET
-    valueBytes: int | UnsetType = UNSET
-    valueSha256: str | UnsetType = UNSET
-    recordSha256: str | UnsetType = UNSET
+    topic: Annotated[str, Meta(description="The raw topic the record was read from.")]
+    partition: Annotated[int, Meta(description="Its partition there.")]
+    offset: Annotated[int, Meta(description=(
+        "Its offset there: with topic and partition, where the original is while its "
+        "topic's retention keeps it."))]
+    provider: Annotated[str, Meta(description="The runtime whose adapter could not translate it.")]
+    errorClass: Annotated[str, Meta(description=(
+        "What went wrong, as a class name to match on (MalformedRecord, BadHeader, "
+        "EmptyRecord, MalformedKey, LineTooLong, ...); `reason` says it in words."))]
+    reason: Annotated[str, Meta(description="Why, in one line a person can act on.")]
+    value: Annotated[bytes, Meta(description=(
+        "The record's bytes (base64 in JSON), or the one line of it that failed; redacted "
+        "(each secret masked) and cut to the cluster's message size, see valueBytes."))]
+    key: Annotated[str | None, Meta(description=(
+        "The record's key (the session id) as text; null when it had none."))] = None
+    line: Annotated[int | UnsetType, Meta(description=(
+        "When one line of a record of several failed: its index in the record, from 0 "
+        "(`value` is that line); absent when the whole record failed."))] = UNSET
+    origin: Annotated[Origin | UnsetType, Meta(description=(
+        "Who sent the native message (agent or client), from its origin header; absent "
+        "when it had none."))] = UNSET
+    timestampMs: Annotated[int | UnsetType, Meta(description=(
+        "The record's Kafka timestamp, epoch milliseconds; absent when none."))] = UNSET
+    valueBytes: Annotated[int | UnsetType, Meta(description=(
+        "When `value` is redacted or cut: the original value's size in bytes; absent when "
+        "`value` is the original."))] = UNSET
+    valueSha256: Annotated[str | UnsetType, Meta(description=(
+        "When `value` is redacted or cut: the original value's SHA-256 (hex); absent "
+        "otherwise."))] = UNSET
+    recordSha256: Annotated[str | UnsetType, Meta(description=(
+        "On a redacted letter: the SHA-256 (hex) of the whole raw record at "
+        "topic/partition/offset; absent otherwise."))] = UNSET
 
 
 capture_line_decoder = msgspec.json.Decoder(CaptureLine)

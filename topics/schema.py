@@ -27,6 +27,8 @@ def schema() -> dict[str, object]:
                "SessionSummary": SessionSummary}
     schemas, components = msgspec.json.schema_components(
         list(records.values()), ref_template="#/$defs/{name}")
+    for component in components.values():
+        _describe_tag(component)
     doc: dict[str, object] = {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": SCHEMA_ID,
@@ -40,6 +42,16 @@ def schema() -> dict[str, object]:
         "x-canonflow-providers": {r.id: r.name for r in RUNTIMES},
     }
     return doc
+
+
+def _describe_tag(component: dict) -> None:
+    """Describe a tagged record's `type` (msgspec writes the tag field without one)."""
+    tag = component.get("properties", {}).get("type")
+    if tag is None or "description" in tag or len(tag.get("enum", ())) != 1:
+        return
+    (value,) = tag["enum"]
+    tag["description"] = (f"The record's type, always \"{value}\" here: what a reader "
+                          "dispatches on, and what fixes the shape of the other fields.")
 
 
 def schema_json() -> bytes:

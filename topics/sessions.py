@@ -17,10 +17,10 @@ retyped, readers ignore unknown fields.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
-from msgspec import Struct
+from msgspec import Meta, Struct
 
 from topics.canonical import SCHEMA_VERSION
 from topics.usage import TokenUsage
@@ -46,24 +46,41 @@ class SessionSummary(Struct, frozen=True, kw_only=True):
     - `closedAt`: when it was closed for idleness (the closing events' createdAt).
     """
 
-    schemaVersion: int = SCHEMA_VERSION
-    sessionId: str
-    provider: str
-    state: str = "active"
-    runtimeVersion: str | None = None
-    runtimeName: str | None = None
-    model: str | None = None
-    turns: int = 0
-    turnOpen: bool = False
-    openRequests: int = 0
-    tokens: TokenUsage = TokenUsage()
-    costUsd: float = 0.0
-    unpricedTurns: int = 0
-    firstActivity: str
-    lastActivity: str
-    lastSeq: int
-    lastEventId: str
-    closedAt: str | None = None
+    schemaVersion: Annotated[int, Meta(description=(
+        "The contract's version, 1 (as on agents.canonical)."))] = SCHEMA_VERSION
+    sessionId: Annotated[str, Meta(description="The session's id in the fleet (the record key).")]
+    provider: Annotated[str, Meta(description="The runtime of the session.")]
+    state: Annotated[str, Meta(description=(
+        "The session's last state: starting, ready, running, waiting, stopped, error "
+        "(from session.state.changed), exited after session.exited, active before the "
+        "runtime said any."))] = "active"
+    runtimeVersion: Annotated[str | None, Meta(description=(
+        "The runtime's release where its stream says it; null otherwise."))] = None
+    runtimeName: Annotated[str | None, Meta(description=(
+        "The runtime's own name for itself where its protocol says it (ACP); null "
+        "otherwise."))] = None
+    model: Annotated[str | None, Meta(description=(
+        "The model of the last turn that named one; null before any."))] = None
+    turns: Annotated[int, Meta(description="Turns started so far.")] = 0
+    turnOpen: Annotated[bool, Meta(description="True while a turn is under way.")] = False
+    openRequests: Annotated[int, Meta(description=(
+        "Approvals and questions asked and not answered yet."))] = 0
+    tokens: Annotated[TokenUsage, Meta(description=(
+        "The session's token usage: the sum of its turns' tokens (TokenUsage)."))] = TokenUsage()
+    costUsd: Annotated[float, Meta(description=(
+        "The session's cost in US dollars: the sum of its turns' cost.usd (unpriced turns "
+        "not included)."))] = 0.0
+    unpricedTurns: Annotated[int, Meta(description=(
+        "Turns with token usage but no known price: their cost is missing from costUsd."))] = 0
+    firstActivity: Annotated[str, Meta(description=(
+        "The createdAt of the session's first event (RFC 3339 UTC)."))]
+    lastActivity: Annotated[str, Meta(description="The createdAt of its last event.")]
+    lastSeq: Annotated[int, Meta(description=(
+        "The seq of its last event: the summary stands for every event up to it."))]
+    lastEventId: Annotated[str, Meta(description="The eventId of that event.")]
+    closedAt: Annotated[str | None, Meta(description=(
+        "When canonflow closed the session for idleness (the closing events' createdAt); "
+        "null while open."))] = None
 
 
 class SummaryState(Struct, frozen=True, array_like=True):

@@ -9,9 +9,9 @@ runtime's numbers into a `TokenUsage` with one function, and every consumer read
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from msgspec import UNSET, Struct, UnsetType
+from msgspec import UNSET, Meta, Struct, UnsetType
 
 
 class TokenUsage(Struct, frozen=True, kw_only=True):
@@ -28,12 +28,20 @@ class TokenUsage(Struct, frozen=True, kw_only=True):
     Every field is present (0 when the runtime reports none of it).
     """
 
-    input: int = 0
-    cachedInput: int = 0
-    cacheWrite: int = 0
-    output: int = 0
-    reasoningOutput: int = 0
-    total: int = 0
+    input: Annotated[int, Meta(description=(
+        "Every input (prompt) token, cachedInput and cacheWrite included (the "
+        "OpenTelemetry gen_ai.usage.input_tokens rule); 0 when none reported."))] = 0
+    cachedInput: Annotated[int, Meta(description=(
+        "Input tokens read from the prompt cache (a part of input); 0 when none reported."))] = 0
+    cacheWrite: Annotated[int, Meta(description=(
+        "Input tokens written to the prompt cache (a part of input); 0 when none "
+        "reported."))] = 0
+    output: Annotated[int, Meta(description=(
+        "Every output token, reasoningOutput included; 0 when none reported."))] = 0
+    reasoningOutput: Annotated[int, Meta(description=(
+        "Output tokens spent on reasoning (a part of output); 0 when none reported."))] = 0
+    total: Annotated[int, Meta(description=(
+        "input + output, always (never the runtime's own total)."))] = 0
 
 
 def tokens(*, input: int = 0, cachedInput: int = 0, cacheWrite: int = 0, output: int = 0,
@@ -81,8 +89,18 @@ class Cost(Struct, frozen=True, kw_only=True, omit_defaults=True):
     priced, or the one no price was found for (absent when the turn named none).
     """
 
-    source: CostSource
-    usd: float | UnsetType = UNSET
-    priceSource: str | UnsetType = UNSET
-    priceVersion: str | UnsetType = UNSET
-    model: str | UnsetType = UNSET
+    source: Annotated[CostSource, Meta(description=(
+        "Where the cost comes from: provider (the runtime reported it), computed "
+        "(canonflow priced the tokens) or unpriced (no price known for the model: no usd, "
+        "never a cost of 0)."))]
+    usd: Annotated[float | UnsetType, Meta(description=(
+        "The cost in US dollars; absent when source is unpriced."))] = UNSET
+    priceSource: Annotated[str | UnsetType, Meta(description=(
+        "What gave the price: the runtime's field for provider (e.g. "
+        "result.total_cost_usd), genai-prices for computed; absent when unpriced."))] = UNSET
+    priceVersion: Annotated[str | UnsetType, Meta(description=(
+        "With computed: the price list's release (the same tokens, model and version "
+        "always give the same usd); absent otherwise."))] = UNSET
+    model: Annotated[str | UnsetType, Meta(description=(
+        "The model priced, or the one no price was found for; absent when the turn named "
+        "none."))] = UNSET

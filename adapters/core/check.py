@@ -54,7 +54,14 @@ _SKIP_ANY: dict[Any, Any] = {
 }
 
 
-def _skip_any(tp: Any) -> Any:
+def unannotated(tp: Any) -> Any:
+    """`T` of a field annotated `Annotated[T, Meta(description=...)]` (the contract's
+    fields are), else `tp`: a description changes nothing the check reads."""
+    return tp.__origin__ if hasattr(tp, "__metadata__") else tp
+
+
+def _skip_any(annotated: Any) -> Any:
+    tp = unannotated(annotated)
     if tp in _SKIP_ANY:
         return _SKIP_ANY[tp]
     if get_origin(tp) in (Union, UnionType):
@@ -62,7 +69,7 @@ def _skip_any(tp: Any) -> Any:
         new = tuple(_SKIP_ANY.get(a, a) for a in args)
         if new != args:
             return Union[new]  # noqa: UP007  # a tuple of types, built at run time
-    return tp
+    return annotated
 
 
 def _special(cls: type) -> bool:
@@ -138,6 +145,7 @@ _specs: Final[dict[type, tuple[Field, ...] | None]] = {}
 
 def _field(tp: Any) -> Field | None:
     """The spec of a field of type `tp`; None when `plain` cannot read it."""
+    tp = unannotated(tp)
     args = get_args(tp) if get_origin(tp) in (Union, UnionType) else (tp,)
     unset = UnsetType in args
     none = type(None) in args

@@ -5,7 +5,7 @@ Three references are written from the code at every build, so they cannot drift:
 - the configuration reference, from `pipeline/settings.py`: every field of `Settings`,
   its `CANONFLOW_*` variable, type, default and the `#:` comment above it;
 - the event contract reference, from `topics/canonflow.schema.json` (generated from the
-  msgspec types) and the `#:` comments and docstrings of those types, with an example
+  msgspec types, their fields' descriptions included) and the docstrings of those types, with an example
   value taken from the reviewed goldens (`tests/adapters/goldens/*/*.out.jsonl`);
 - one page per runtime of `topics/runtimes.py`, from its adapter's module docstring;
 - the alert rules, from `deploy/prometheus/alerts.yml`.
@@ -238,7 +238,8 @@ def contract_reference() -> str:
             "tables of the event types below list only those two.", "",
             "| field | type | required | description |", "| --- | --- | --- | --- |"]
     for field, prop in envelope.items():
-        desc = _field_doc(classes, "_Event", field) or ENVELOPE.get(field, "")
+        desc = (prop.get("description") or _field_doc(classes, "_Event", field)
+                or ENVELOPE.get(field, ""))
         out.append(f"| `{field}` | {_cell(_type(prop))} | "
                    f"{'yes' if field in sample.get('required', []) else 'no'} | {_cell(desc)} |")
     out.append("")

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adapters import MemorySpool, get, new_session, translate_record
-from adapters.core.check import MAX_DEPTH, check_payload, plain, round_trip
+from adapters.core.check import MAX_DEPTH, check_payload, plain, round_trip, unannotated
 from tests.adapters.harness import read_capture
 from topics.canonical import ContentDeltaPayload, ItemPayload, TurnCompletedPayload
 from topics.usage import TokenUsage
@@ -102,6 +102,7 @@ def _deep(depth: int) -> Any:
 def _value(tp: Any) -> st.SearchStrategy[Any]:
     """A value for a field of type `tp`: of its type most of the time (so that `plain`
     passes often), anything at all the rest."""
+    tp = unannotated(tp)
     args = get_args(tp) if get_origin(tp) in (Union, UnionType) else (tp,)
     right: list[st.SearchStrategy[Any]] = []
     for a in args:

@@ -8,10 +8,10 @@ topics.canonical and the family modules beside this one.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 import msgspec
-from msgspec import UNSET, Struct, UnsetType
+from msgspec import UNSET, Meta, Struct, UnsetType
 
 SessionState = Literal["starting", "ready", "running", "waiting", "stopped", "error"]
 ThreadState = Literal["active", "idle", "archived", "unarchived", "closed", "compacted", "error"]
@@ -59,7 +59,7 @@ StreamKind = Literal[
 ErrorClass = Literal[
     "provider_error", "transport_error", "permission_error", "validation_error", "unknown"
 ]
-#: How an approval ended, in the same words for every runtime (docs "Decisions"):
+#: How an approval ended, in the same words for every runtime (docs/contract, "Decisions"):
 #: accept (allowed, this once), accept_for_session (allowed, and the runtime was told not
 #: to ask again for the like, for the session or longer), decline (refused; the agent
 #: carries on without it), cancel (not allowed, and the turn stops with it: the user
@@ -95,29 +95,37 @@ class Payload(Struct, frozen=True, kw_only=True, omit_defaults=True):
 class ProviderRefs(Payload, frozen=True, kw_only=True):
     """The provider's own ids, kept for correlation; never used as canonical ids."""
 
-    #: The runtime's id of the session.
-    providerSessionId: str | UnsetType = UNSET
-    #: The runtime's id of the thread.
-    providerThreadId: str | UnsetType = UNSET
-    #: The runtime's id of the turn.
-    providerTurnId: str | UnsetType = UNSET
-    #: The runtime's id of the item.
-    providerItemId: str | UnsetType = UNSET
-    #: The runtime's id of the request.
-    providerRequestId: str | UnsetType = UNSET
-    #: The runtime's id of the parent item.
-    providerParentItemId: str | UnsetType = UNSET
+    providerSessionId: Annotated[str | UnsetType, Meta(description=(
+        "The runtime's own session id; absent when the runtime gave none."))] = UNSET
+    providerThreadId: Annotated[str | UnsetType, Meta(description=(
+        "The runtime's own thread (conversation) id; absent when the runtime gave none."))] = UNSET
+    providerTurnId: Annotated[str | UnsetType, Meta(description=(
+        "The runtime's own turn id; absent when the runtime gave none."))] = UNSET
+    providerItemId: Annotated[str | UnsetType, Meta(description=(
+        "The runtime's own item id (a message id, a tool_use id, ...); absent when the "
+        "runtime gave none."))] = UNSET
+    providerRequestId: Annotated[str | UnsetType, Meta(description=(
+        "The runtime's own id of the approval or question (a JSON-RPC request id, a "
+        "control request id); absent when the runtime gave none."))] = UNSET
+    providerParentItemId: Annotated[str | UnsetType, Meta(description=(
+        "The runtime's own id of the enclosing item (Claude's parent_tool_use_id); absent "
+        "when the runtime gave none."))] = UNSET
 
 
 class RawSource(Payload, frozen=True, kw_only=True):
     """The native message an event came from (only when the deployment opts in)."""
 
-    #: The raw source the adapter reads (its protocol).
-    source: str
-    #: Who wrote the native message: the agent or the client.
-    origin: Literal["agent", "client"] = "agent"
-    #: The JSON-RPC method, for a JSON-RPC runtime.
-    method: str | UnsetType = UNSET
-    #: The native message's type.
-    messageType: str | UnsetType = UNSET
-    payload: msgspec.Raw
+    source: Annotated[str, Meta(description=(
+        "The native format the message is in, as the adapter names it (codex.app-server, "
+        "qwen.stream-json, opencode.db, ...)."))]
+    origin: Annotated[Literal["agent", "client"], Meta(description=(
+        "Who sent the native message: the agent runtime (agent) or its client (client, "
+        "e.g. an approval answer)."))] = "agent"
+    method: Annotated[str | UnsetType, Meta(description=(
+        "The native message's JSON-RPC method (Codex app-server, ACP); absent for formats "
+        "without one."))] = UNSET
+    messageType: Annotated[str | UnsetType, Meta(description=(
+        "The native message's own type (Claude's `type`, an OpenCode event's `type`); "
+        "absent where the format has none."))] = UNSET
+    payload: Annotated[msgspec.Raw, Meta(description=(
+        "The native message itself, as the runtime wrote it (JSON, not re-encoded)."))]

@@ -3,108 +3,98 @@ MCP, model, config, deprecation, files and the runtime's warnings and errors."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
-from msgspec import UNSET, UnsetType
+from msgspec import UNSET, Meta, UnsetType
 
 from topics.payloads.base import ErrorClass, Payload
 
 
 class AuthStatusPayload(Payload, frozen=True, kw_only=True):
-    #: Whether the runtime is authenticating now.
-    isAuthenticating: bool | UnsetType = UNSET
-    #: The lines the authentication printed.
-    output: list[str] | UnsetType = UNSET
-    #: The authentication error, when there is one.
-    error: str | UnsetType = UNSET
+    isAuthenticating: Annotated[bool | UnsetType, Meta(description=(
+        "True while the runtime is logging in; absent when it does not say."))] = UNSET
+    output: Annotated[list[str] | UnsetType, Meta(description=(
+        "The login's output lines, as the runtime sent them; absent when none."))] = UNSET
+    error: Annotated[str | UnsetType, Meta(description=(
+        "Why authentication failed; absent when it did not fail."))] = UNSET
 
 
 class AccountUpdatedPayload(Payload, frozen=True, kw_only=True):
-    #: The runtime's account details, as it sent them.
-    account: Any
+    account: Annotated[Any, Meta(description=(
+        "The account as the runtime describes it, in its own shape."))]
 
 
 class AccountRateLimitsUpdatedPayload(Payload, frozen=True, kw_only=True):
-    #: The runtime's rate-limit status, as it sent it.
-    rateLimits: Any
+    rateLimits: Annotated[Any, Meta(description=(
+        "The account's rate limits as the runtime reports them, in its own shape."))]
 
 
 class McpStatusUpdatedPayload(Payload, frozen=True, kw_only=True):
-    #: The MCP servers' status, as the runtime sent it.
-    status: Any
+    status: Annotated[Any, Meta(description=(
+        "The MCP servers' status as the runtime reports it, in its own shape."))]
 
 
 class McpOauthCompletedPayload(Payload, frozen=True, kw_only=True):
-    #: Whether the login succeeded.
-    success: bool
-    #: The MCP server.
-    name: str | UnsetType = UNSET
-    #: Why the login failed, when it did.
-    error: str | UnsetType = UNSET
+    success: Annotated[bool, Meta(description="Whether the MCP server's OAuth login succeeded.")]
+    name: Annotated[str | UnsetType, Meta(description=(
+        "The MCP server's name; absent when not given."))] = UNSET
+    error: Annotated[str | UnsetType, Meta(description=(
+        "Why the login failed; absent on success."))] = UNSET
 
 
 class ModelReroutedPayload(Payload, frozen=True, kw_only=True):
-    #: The model asked for.
-    fromModel: str
-    #: The model used instead.
-    toModel: str
-    #: Why the runtime rerouted.
-    reason: str
+    fromModel: Annotated[str, Meta(description="The model the runtime was using.")]
+    toModel: Annotated[str, Meta(description="The model it uses from now on.")]
+    reason: Annotated[str, Meta(description="Why it changed model, in the runtime's words.")]
 
 
 class ConfigWarningPayload(Payload, frozen=True, kw_only=True):
-    #: The warning in one line.
-    summary: str
-    #: The warning's details.
-    details: str | UnsetType = UNSET
-    #: The configuration file concerned.
-    path: str | UnsetType = UNSET
-    #: Where in the file, as the runtime sent it.
-    range: Any | UnsetType = UNSET
+    summary: Annotated[str, Meta(description="The warning, in one line, in the runtime's words.")]
+    details: Annotated[str | UnsetType, Meta(description=(
+        "More of the warning; absent when none."))] = UNSET
+    path: Annotated[str | UnsetType, Meta(description=(
+        "The configuration file it is about; absent when none."))] = UNSET
+    range: Annotated[Any | UnsetType, Meta(description=(
+        "Where in that file, in the runtime's own shape; absent when none."))] = UNSET
 
 
 class DeprecationNoticePayload(Payload, frozen=True, kw_only=True):
-    #: The notice in one line.
-    summary: str
-    #: The notice's details.
-    details: str | UnsetType = UNSET
+    summary: Annotated[str, Meta(description="The notice, in one line, in the runtime's words.")]
+    details: Annotated[str | UnsetType, Meta(description=(
+        "More of the notice; absent when none."))] = UNSET
 
 
 class PersistedFile(Payload, frozen=True, kw_only=True):
-    #: The file's name.
-    filename: str
-    #: The runtime's id of the stored file.
-    fileId: str
+    filename: Annotated[str, Meta(description="The file's name, as the runtime gives it.")]
+    fileId: Annotated[str, Meta(description="The runtime's id of the stored file.")]
 
 
 class FailedFile(Payload, frozen=True, kw_only=True):
-    #: The file's name.
-    filename: str
-    #: Why the file was not persisted.
-    error: str
+    filename: Annotated[str, Meta(description="The file's name, as the runtime gives it.")]
+    error: Annotated[str, Meta(description="Why it could not be stored, in the runtime's words.")]
 
 
 class FilesPersistedPayload(Payload, frozen=True, kw_only=True):
-    #: The files persisted.
-    files: list[PersistedFile]
-    #: The files that could not be persisted.
-    failed: list[FailedFile] | UnsetType = UNSET
+    files: Annotated[list[PersistedFile], Meta(description="The files the runtime stored.")]
+    failed: Annotated[list[FailedFile] | UnsetType, Meta(description=(
+        "The files it could not store; absent when none failed."))] = UNSET
 
 
 class RuntimeWarningPayload(Payload, frozen=True, kw_only=True):
-    #: The warning's message.
-    message: str
-    #: What the warning is about (e.g. the native message canonflow could not place).
-    detail: Any | UnsetType = UNSET
+    message: Annotated[str, Meta(description=(
+        "What canonflow or the runtime warns of, in one line (e.g. a native message no "
+        "adapter knows yet, carried in the event's `raw`)."))]
+    detail: Annotated[Any | UnsetType, Meta(description=(
+        "More about it, in the runtime's own shape; absent when none."))] = UNSET
 
 
 class RuntimeErrorPayload(Payload, frozen=True, kw_only=True):
-    #: The error's message.
-    message: str
-    #: The error's class, the same words for every runtime (`class` on the wire).
-    errorClass: ErrorClass | UnsetType = msgspec.field(default=UNSET, name="class")
-    #: Whether the runtime says it retries.
-    willRetry: bool | UnsetType = UNSET
-    #: The runtime's own error, as it sent it.
-    detail: Any | UnsetType = UNSET
+    message: Annotated[str, Meta(description="The error, in the runtime's words.")]
+    errorClass: Annotated[ErrorClass | UnsetType, Meta(description=(
+        "What kind of error (the JSON key is `class`): provider_error, transport_error, "
+        "permission_error, validation_error or unknown; absent when unclassified."))] = msgspec.field(default=UNSET, name="class")
+    willRetry: Annotated[bool | UnsetType, Meta(description=(
+        "True when the runtime says it retries on its own; absent when it does not say."))] = UNSET
+    detail: Annotated[Any | UnsetType, Meta(description=(
+        "The runtime's own error detail, in its shape; absent when none."))] = UNSET

@@ -2,31 +2,34 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from msgspec import UNSET, UnsetType
+from msgspec import UNSET, Meta, UnsetType
 
 from topics.payloads.base import Payload, SessionState, ThreadState, WaitingOn
 from topics.usage import TokenUsage
 
 
 class SessionStartedPayload(Payload, frozen=True, kw_only=True):
-    #: What the runtime said at start, when it said something.
-    message: str | UnsetType = UNSET
-    #: What the session resumes, when it is resumed.
-    resume: Any | UnsetType = UNSET
+    message: Annotated[str | UnsetType, Meta(description=(
+        "A runtime's own words about the start (a banner, a status line); absent when it "
+        "said none."))] = UNSET
+    resume: Annotated[Any | UnsetType, Meta(description=(
+        "The runtime's own description of the session it resumes, as it sent it; absent "
+        "for a new session."))] = UNSET
 
 
 class SessionConfiguredPayload(Payload, frozen=True, kw_only=True):
-    #: The session's configuration, as the runtime stated it (model, tools, cwd, ...).
-    config: dict[str, Any]
-    #: The runtime's release as its stream states it (Claude Code's
-    #: `claude_code_version`, the Codex app-server's user agent, an ACP agent's
-    #: `agentInfo.version`); absent where the stream does not say.
-    runtimeVersion: str | UnsetType = UNSET
-    #: The runtime's own name for itself, where the protocol names the agent (ACP's
-    #: `agentInfo.name`, e.g. "@zed-industries/claude-code-acp").
-    runtimeName: str | UnsetType = UNSET
+    config: Annotated[dict[str, Any], Meta(description=(
+        "The session's configuration as the runtime states it (model, tools, permission "
+        "mode, cwd, ...), in the runtime's own keys."))]
+    runtimeVersion: Annotated[str | UnsetType, Meta(description=(
+        "The runtime's release as its stream states it (claude_code_version, the Codex "
+        "app-server's user agent, an ACP agent's agentInfo.version); absent where the "
+        "stream does not say."))] = UNSET
+    runtimeName: Annotated[str | UnsetType, Meta(description=(
+        "The runtime's own name for itself, where the protocol names the agent (ACP's "
+        "agentInfo.name, e.g. @zed-industries/claude-code-acp); absent otherwise."))] = UNSET
 
 
 class SessionStateChangedPayload(Payload, frozen=True, kw_only=True):
@@ -40,78 +43,95 @@ class SessionStateChangedPayload(Payload, frozen=True, kw_only=True):
     which follows. `waitedMs`: the wait so far (stalled) or in all (recovered), from
     the session's last event before the stall."""
 
-    #: The session's new state.
-    state: SessionState
-    #: Why the state changed.
-    reason: str | UnsetType = UNSET
-    #: More about the state, as the runtime sent it.
-    detail: Any | UnsetType = UNSET
-    health: Literal["stalled", "recovered"] | UnsetType = UNSET
-    waitingOn: WaitingOn | UnsetType = UNSET
-    waitedMs: int | UnsetType = UNSET
+    state: Annotated[SessionState, Meta(description=(
+        "The session's state: starting, ready, running, waiting, stopped or error."))]
+    reason: Annotated[str | UnsetType, Meta(description=(
+        "Why the state changed, in the runtime's words; absent when it did not say."))] = UNSET
+    detail: Annotated[Any | UnsetType, Meta(description=(
+        "The runtime's own detail of the change, as it sent it; absent when none."))] = UNSET
+    health: Annotated[Literal["stalled", "recovered"] | UnsetType, Meta(description=(
+        "On canonflow's own (synthetic) health events only: stalled (no event for longer "
+        "than the worker's threshold while it waits) or recovered (its next event came); "
+        "absent on a runtime's state changes."))] = UNSET
+    waitingOn: Annotated[WaitingOn | UnsetType, Meta(description=(
+        "With health: what the stalled session waits on: the model (a turn open, no tool "
+        "running), a tool (a tool item started, not completed) or an approval (a request "
+        "or question open); absent otherwise."))] = UNSET
+    waitedMs: Annotated[int | UnsetType, Meta(description=(
+        "With health: the wait in milliseconds since the session's last event, so far "
+        "(stalled) or in all (recovered); absent otherwise."))] = UNSET
 
 
 class SessionExitedPayload(Payload, frozen=True, kw_only=True):
-    #: Why, when known.
-    reason: str | UnsetType = UNSET
-    #: Whether the session can be resumed.
-    recoverable: bool | UnsetType = UNSET
-    #: How the session ended.
-    exitKind: Literal["graceful", "error"] | UnsetType = UNSET
+    reason: Annotated[str | UnsetType, Meta(description=(
+        "Why the session ended, in the runtime's words, or idle when canonflow closed it "
+        "for idleness; absent when unknown."))] = UNSET
+    recoverable: Annotated[bool | UnsetType, Meta(description=(
+        "Whether the session can be resumed; absent when the runtime did not say."))] = UNSET
+    exitKind: Annotated[Literal["graceful", "error"] | UnsetType, Meta(description=(
+        "graceful (the runtime finished) or error (it failed or was killed); absent when "
+        "the stream does not tell."))] = UNSET
 
 
 class ThreadStartedPayload(Payload, frozen=True, kw_only=True):
-    #: The runtime's id of the thread.
-    providerThreadId: str | UnsetType = UNSET
+    providerThreadId: Annotated[str | UnsetType, Meta(description=(
+        "The runtime's own id of the new thread; absent when it gave none."))] = UNSET
 
 
 class ThreadStateChangedPayload(Payload, frozen=True, kw_only=True):
-    #: The thread's new state.
-    state: ThreadState
-    #: More about the state, as the runtime sent it.
-    detail: Any | UnsetType = UNSET
+    state: Annotated[ThreadState, Meta(description=(
+        "The thread's state: active, idle, archived, unarchived, closed, compacted or "
+        "error."))]
+    detail: Annotated[Any | UnsetType, Meta(description=(
+        "The runtime's own detail of the change, as it sent it; absent when none."))] = UNSET
 
 
 class ThreadMetadataUpdatedPayload(Payload, frozen=True, kw_only=True):
-    #: The thread's name.
-    name: str | UnsetType = UNSET
-    #: The thread's metadata, as the runtime sent it.
-    metadata: dict[str, Any] | UnsetType = UNSET
-    #: The runtime's release, where a thread's own record states it rather than a
-    #: session.configured (OpenCode's session `info.version`).
-    runtimeVersion: str | UnsetType = UNSET
+    name: Annotated[str | UnsetType, Meta(description=(
+        "The thread's title as the runtime names it; absent when unchanged or unnamed."))] = UNSET
+    metadata: Annotated[dict[str, Any] | UnsetType, Meta(description=(
+        "The runtime's own thread metadata, in its keys; absent when none."))] = UNSET
+    runtimeVersion: Annotated[str | UnsetType, Meta(description=(
+        "The runtime's release where a thread's own record states it rather than "
+        "session.configured (OpenCode's session info.version); absent otherwise."))] = UNSET
 
 
 class ThreadTokenUsageUpdatedPayload(Payload, frozen=True, kw_only=True):
     """`usage` is the runtime's own object, as it always was; `tokens` is the thread's
     usage so far in the shape every runtime shares (topics.usage.TokenUsage): the
     runtime's own total where it states one (Codex app-server's `total`), else the sum
-    of the thread's turns (docs "Token usage")."""
+    of the thread's turns (docs/contract, "Token usage")."""
 
-    usage: Any
-    tokens: TokenUsage | UnsetType = UNSET
+    usage: Annotated[Any, Meta(description=(
+        "The runtime's own usage object, in its own shape (each runtime counts "
+        "differently: read `tokens` instead)."))]
+    tokens: Annotated[TokenUsage | UnsetType, Meta(description=(
+        "The thread's token usage so far in the shape every runtime shares (TokenUsage): "
+        "the runtime's own total where it states one, else the sum of the thread's turns; "
+        "absent when the runtime's usage has no token counts."))] = UNSET
 
 
 class ThreadRealtimeStartedPayload(Payload, frozen=True, kw_only=True):
-    #: The runtime's id of the realtime session.
-    realtimeSessionId: str | UnsetType = UNSET
+    realtimeSessionId: Annotated[str | UnsetType, Meta(description=(
+        "The runtime's id of the realtime (voice) session; absent when it gave none."))] = UNSET
 
 
 class ThreadRealtimeItemAddedPayload(Payload, frozen=True, kw_only=True):
-    #: The item, as the runtime sent it.
-    item: Any
+    item: Annotated[Any, Meta(description=(
+        "The realtime item as the runtime sent it (its own shape)."))]
 
 
 class ThreadRealtimeAudioDeltaPayload(Payload, frozen=True, kw_only=True):
-    #: The audio chunk, as the runtime sent it.
-    audio: Any
+    audio: Annotated[Any, Meta(description=(
+        "The audio chunk as the runtime sent it (its own shape and encoding)."))]
 
 
 class ThreadRealtimeErrorPayload(Payload, frozen=True, kw_only=True):
-    #: The error's message.
-    message: str
+    message: Annotated[str, Meta(description=(
+        "The realtime session's error message, in the runtime's words."))]
 
 
 class ThreadRealtimeClosedPayload(Payload, frozen=True, kw_only=True):
-    #: Why the realtime session closed.
-    reason: str | UnsetType = UNSET
+    reason: Annotated[str | UnsetType, Meta(description=(
+        "Why the realtime session closed, in the runtime's words; absent when it did not "
+        "say."))] = UNSET

@@ -3,9 +3,9 @@ content.delta."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from msgspec import UNSET, UnsetType
+from msgspec import UNSET, Meta, UnsetType
 
 from topics.payloads.base import (
     Author,
@@ -19,10 +19,12 @@ from topics.usage import Cost, TokenUsage
 
 
 class TurnStartedPayload(Payload, frozen=True, kw_only=True):
-    #: The model the turn runs on.
-    model: str | UnsetType = UNSET
-    #: The reasoning effort asked for, when the runtime names it.
-    effort: str | UnsetType = UNSET
+    model: Annotated[str | UnsetType, Meta(description=(
+        "The model the turn runs on, as the runtime names it (e.g. claude-sonnet-4-5, "
+        "gpt-5-codex); absent when the runtime did not say."))] = UNSET
+    effort: Annotated[str | UnsetType, Meta(description=(
+        "The reasoning effort asked for the turn (low, medium, high, ... in the runtime's "
+        "words); absent when not set."))] = UNSET
 
 
 class TurnCompletedPayload(Payload, frozen=True, kw_only=True):
@@ -34,45 +36,63 @@ class TurnCompletedPayload(Payload, frozen=True, kw_only=True):
     computed from `tokens` and the turn's model, else `unpriced`; absent when the turn
     has neither a reported cost nor `tokens`."""
 
-    #: How the turn ended.
-    state: TurnState
-    #: The runtime's own stop reason.
-    stopReason: str | None | UnsetType = UNSET
-    usage: Any | UnsetType = UNSET
-    modelUsage: dict[str, Any] | UnsetType = UNSET
-    totalCostUsd: float | UnsetType = UNSET
-    #: The turn's duration as the runtime measured it (ms).
-    durationMs: int | UnsetType = UNSET
-    #: Why the turn failed, when it did.
-    errorMessage: str | UnsetType = UNSET
-    #: The runtime's own final answer when it reports one (Claude's `result.result`).
-    resultText: str | UnsetType = UNSET
-    tokens: TokenUsage | UnsetType = UNSET
-    cost: Cost | UnsetType = UNSET
+    state: Annotated[TurnState, Meta(description=(
+        "How the turn ended: completed, failed, interrupted (the user or canonflow "
+        "stopped it) or cancelled."))]
+    stopReason: Annotated[str | None | UnsetType, Meta(description=(
+        "The model's stop reason in the runtime's words (end_turn, max_tokens, tool_use, "
+        "...); null when the runtime said null, absent when it said nothing."))] = UNSET
+    usage: Annotated[Any | UnsetType, Meta(description=(
+        "The runtime's own usage object for the turn, in its own shape (read `tokens` for "
+        "one shape across runtimes); absent when it reported none."))] = UNSET
+    modelUsage: Annotated[dict[str, Any] | UnsetType, Meta(description=(
+        "The runtime's own usage per model (Claude's modelUsage), in its shape; absent "
+        "when it reported none."))] = UNSET
+    totalCostUsd: Annotated[float | UnsetType, Meta(description=(
+        "The cost the runtime itself reports, in US dollars, as it reports it (Claude's "
+        "total_cost_usd may run over the whole session): read `cost` for this turn's; "
+        "absent when none."))] = UNSET
+    durationMs: Annotated[int | UnsetType, Meta(description=(
+        "The turn's duration in milliseconds as the runtime reports it; absent when it "
+        "did not."))] = UNSET
+    errorMessage: Annotated[str | UnsetType, Meta(description=(
+        "Why the turn failed, in the runtime's words; absent unless `state` is failed (or "
+        "the runtime gave a message anyway)."))] = UNSET
+    resultText: Annotated[str | UnsetType, Meta(description=(
+        "The runtime's own final answer when it reports one (Claude's result.result); "
+        "absent otherwise: the answer is then the last assistant_message item's `text`."))] = UNSET
+    tokens: Annotated[TokenUsage | UnsetType, Meta(description=(
+        "This turn's token usage only (never a running total) in the shape every runtime "
+        "shares (TokenUsage); absent when the runtime reported no usage for the turn."))] = UNSET
+    cost: Annotated[Cost | UnsetType, Meta(description=(
+        "This turn's cost in US dollars with its provenance (Cost): the runtime's own, "
+        "else computed from `tokens` and the model, else unpriced; absent when the turn "
+        "has neither a reported cost nor `tokens`."))] = UNSET
 
 
 class TurnAbortedPayload(Payload, frozen=True, kw_only=True):
-    #: Why the turn was aborted.
-    reason: str
+    reason: Annotated[str, Meta(description=(
+        "Why the turn was aborted, in the runtime's words (e.g. interrupted, replaced)."))]
 
 
 class PlanStep(Payload, frozen=True, kw_only=True):
-    #: The step, in words.
-    step: str
-    #: The step's status.
-    status: Literal["pending", "inProgress", "completed"]
+    step: Annotated[str, Meta(description="The step's text, as the agent wrote it.")]
+    status: Annotated[Literal["pending", "inProgress", "completed"], Meta(description=(
+        "The step's progress: pending, inProgress or completed."))]
 
 
 class TurnPlanUpdatedPayload(Payload, frozen=True, kw_only=True):
-    #: Why the plan changed, when the runtime says.
-    explanation: str | None | UnsetType = UNSET
-    #: The plan's steps.
-    plan: list[PlanStep]
+    explanation: Annotated[str | None | UnsetType, Meta(description=(
+        "The agent's note on the plan change; null or absent when it gave none."))] = UNSET
+    plan: Annotated[list[PlanStep], Meta(description=(
+        "The whole plan as it stands now, in order (not a change: it replaces the "
+        "previous plan)."))]
 
 
 class TurnDiffUpdatedPayload(Payload, frozen=True, kw_only=True):
-    #: The turn's changes so far, as one unified diff.
-    unifiedDiff: str
+    unifiedDiff: Annotated[str, Meta(description=(
+        "The turn's file changes so far, as one unified diff (the whole diff, replacing "
+        "the previous one)."))]
 
 
 #: What an item's `diff` was computed against (adapters.core.diff): the file's content
@@ -106,53 +126,109 @@ class ItemPayload(Payload, frozen=True, kw_only=True):
     not say it.
     """
 
-    #: What the item is.
-    itemType: ItemType
-    #: The item's status: inProgress, then completed, failed or declined.
-    status: ItemStatus | UnsetType = UNSET
-    #: A short title the runtime gives the item (a command line, a file).
-    title: str | UnsetType = UNSET
-    #: Detail the runtime gives, as text.
-    detail: str | UnsetType = UNSET
-    toolName: str | UnsetType = UNSET
-    input: Any | UnsetType = UNSET
-    output: str | UnsetType = UNSET
-    #: Whether the tool call failed.
-    isError: bool | UnsetType = UNSET
-    #: A command's exit code.
-    exitCode: int | None | UnsetType = UNSET
-    text: str | UnsetType = UNSET
-    #: Who a message item is from.
-    role: Literal["user", "assistant"] | UnsetType = UNSET
-    #: The message's phase when the runtime names one (e.g. final_answer).
-    phase: str | UnsetType = UNSET
-    data: Any | UnsetType = UNSET
-    outputTruncated: bool | UnsetType = UNSET
-    outputLength: int | UnsetType = UNSET
-    textTruncated: bool | UnsetType = UNSET
-    textLength: int | UnsetType = UNSET
-    #: On a user_message: who wrote it (only "user" is the person's own prompt, the one
-    #: the chat shows); absent on other items and where an adapter cannot tell.
-    author: Author | UnsetType = UNSET
-    command: str | UnsetType = UNSET
-    cwd: str | UnsetType = UNSET
-    paths: list[str] | UnsetType = UNSET
-    diff: str | UnsetType = UNSET
-    diffBase: DiffBase | UnsetType = UNSET
-    diffTruncated: bool | UnsetType = UNSET
-    diffLength: int | UnsetType = UNSET
-    url: str | UnsetType = UNSET
-    query: str | UnsetType = UNSET
-    mcpServer: str | UnsetType = UNSET
-    mcpTool: str | UnsetType = UNSET
+    itemType: Annotated[ItemType, Meta(description=(
+        "What the item is (the field is itemType; the event's `type` is only the "
+        "lifecycle step): user_message, assistant_message (the assistant's answer: the "
+        "only item whose `text` is one), reasoning (its thinking), plan, the tool calls "
+        "command_execution, file_change, mcp_tool_call, dynamic_tool_call, "
+        "collab_agent_tool_call, web_search and image_view (their result is in `output`, "
+        "never `text`), review_entered, review_exited, context_compaction, error, unknown "
+        "(a kind canonflow cannot name)."))]
+    status: Annotated[ItemStatus | UnsetType, Meta(description=(
+        "The item's progress: inProgress (started or updating), then completed, failed or "
+        "declined (an approval refused); absent where the runtime does not say."))] = UNSET
+    title: Annotated[str | UnsetType, Meta(description=(
+        "A short human title for the item (a tool call's one-line label); absent when "
+        "none."))] = UNSET
+    detail: Annotated[str | UnsetType, Meta(description=(
+        "A short human detail (a failure's reason, canonflow's note when it closed the "
+        "item); absent when none."))] = UNSET
+    toolName: Annotated[str | UnsetType, Meta(description=(
+        "On a tool item: the tool's name normalised across runtimes (Bash, Read, Edit, "
+        "Write, Grep, Glob, WebFetch, WebSearch, Task, TodoWrite, mcp__<server>__<tool>, "
+        "...); absent on other items."))] = UNSET
+    input: Annotated[Any | UnsetType, Meta(description=(
+        "On a tool item: the tool's input, in the runtime's own keys (a command execution "
+        "always has `command`); absent on other items or when not known yet."))] = UNSET
+    output: Annotated[str | UnsetType, Meta(description=(
+        "On a tool item's completion: the tool's whole output (stdout and stderr as the "
+        "runtime gives them), cut in the middle past the per-item cap (see "
+        "outputTruncated); absent before completion or when none."))] = UNSET
+    isError: Annotated[bool | UnsetType, Meta(description=(
+        "On a tool item's completion: true when the tool failed; absent when the runtime "
+        "does not say."))] = UNSET
+    exitCode: Annotated[int | None | UnsetType, Meta(description=(
+        "On a command's completion: its exit code; null when the runtime reports none "
+        "(killed, timed out); absent on other items."))] = UNSET
+    text: Annotated[str | UnsetType, Meta(description=(
+        "On a message or reasoning item's completion: the item's whole text, cut in the "
+        "middle past the per-item cap (see textTruncated); absent on tool items and "
+        "before completion."))] = UNSET
+    role: Annotated[Literal["user", "assistant"] | UnsetType, Meta(description=(
+        "On a message item: user or assistant; absent on other items."))] = UNSET
+    phase: Annotated[str | UnsetType, Meta(description=(
+        "On an assistant_message: the runtime's word for what the message is (Codex's "
+        "commentary or final_answer); absent when the runtime does not say."))] = UNSET
+    data: Annotated[Any | UnsetType, Meta(description=(
+        "The runtime's own item detail, in its own shape; absent when none."))] = UNSET
+    outputTruncated: Annotated[bool | UnsetType, Meta(description=(
+        "True when `output` was cut in the middle past the worker's per-item cap "
+        "(CANONFLOW_ITEM_CAP, 8 MiB); absent when whole."))] = UNSET
+    outputLength: Annotated[int | UnsetType, Meta(description=(
+        "With outputTruncated: the whole output's length in characters; absent otherwise."))] = UNSET
+    textTruncated: Annotated[bool | UnsetType, Meta(description=(
+        "True when `text` was cut in the middle past the per-item cap; absent when whole. "
+        "The item's content.delta events still carry every character."))] = UNSET
+    textLength: Annotated[int | UnsetType, Meta(description=(
+        "With textTruncated: the whole text's length in characters; absent otherwise."))] = UNSET
+    author: Annotated[Author | UnsetType, Meta(description=(
+        "On a user_message: who wrote it: user (the person's own prompt, the one a chat "
+        "shows), runtime (an interrupt notice, a compaction summary), hook, or agent (a "
+        "parent agent prompting a subagent); absent on other items and where an adapter "
+        "cannot tell."))] = UNSET
+    command: Annotated[str | UnsetType, Meta(description=(
+        "On a command_execution: the command as one shell string (an argv joined with "
+        "shell quoting, a bash -lc wrapper taken off); absent when the runtime did not "
+        "say."))] = UNSET
+    cwd: Annotated[str | UnsetType, Meta(description=(
+        "On a command_execution: its working directory; absent when the runtime did not "
+        "say."))] = UNSET
+    paths: Annotated[list[str] | UnsetType, Meta(description=(
+        "On a file_change: the files it touches, as the runtime names them; absent when "
+        "the runtime did not say."))] = UNSET
+    diff: Annotated[str | UnsetType, Meta(description=(
+        "On a file_change: one unified diff of its files (`diffBase` says against what), "
+        "cut past the per-item cap; absent when the runtime did not give the change."))] = UNSET
+    diffBase: Annotated[DiffBase | UnsetType, Meta(description=(
+        "With diff: what it was computed against: file (the file before the change; file "
+        "line numbers), excerpt (only the replaced text; line numbers count from the "
+        "excerpt) or empty (a write whose old content is unknown)."))] = UNSET
+    diffTruncated: Annotated[bool | UnsetType, Meta(description=(
+        "True when `diff` was cut in the middle past the per-item cap; absent when whole."))] = UNSET
+    diffLength: Annotated[int | UnsetType, Meta(description=(
+        "With diffTruncated: the whole diff's length in characters; absent otherwise."))] = UNSET
+    url: Annotated[str | UnsetType, Meta(description=(
+        "On a WebFetch (or WebSearch) call: the URL its input names; absent otherwise."))] = UNSET
+    query: Annotated[str | UnsetType, Meta(description=(
+        "On a WebSearch (or WebFetch) call: the query its input names; absent otherwise."))] = UNSET
+    mcpServer: Annotated[str | UnsetType, Meta(description=(
+        "On an mcp_tool_call: the MCP server's name; absent otherwise."))] = UNSET
+    mcpTool: Annotated[str | UnsetType, Meta(description=(
+        "On an mcp_tool_call: the tool's name on that server; absent otherwise."))] = UNSET
 
 
 class ContentDeltaPayload(Payload, frozen=True, kw_only=True):
-    #: Which stream of the item the chunk belongs to.
-    streamKind: StreamKind
-    #: The new text: each character of a stream is carried once.
-    delta: str
-    #: The content part the chunk belongs to, when the runtime numbers them.
-    contentIndex: int | UnsetType = UNSET
-    #: The reasoning summary part the chunk belongs to, when the runtime numbers them.
-    summaryIndex: int | UnsetType = UNSET
+    streamKind: Annotated[StreamKind, Meta(description=(
+        "Which stream of the item `itemId` the delta extends; the field is streamKind, "
+        "not kind. Only assistant_text is the assistant's answer; reasoning_text and "
+        "reasoning_summary_text are its thinking, plan_text a plan, command_output a "
+        "command's output and file_change_output a file change's tool output (never "
+        "assistant text); unknown: a stream canonflow cannot name."))]
+    delta: Annotated[str, Meta(description=(
+        "The new characters of the stream, in order (append them; never the text so far)."))]
+    contentIndex: Annotated[int | UnsetType, Meta(description=(
+        "The part of the item the delta extends, when the runtime streams several (Codex "
+        "reasoning content parts, a pi message's content block); absent otherwise."))] = UNSET
+    summaryIndex: Annotated[int | UnsetType, Meta(description=(
+        "With reasoning_summary_text: which summary part the delta extends (Codex); "
+        "absent otherwise."))] = UNSET
