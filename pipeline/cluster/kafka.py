@@ -45,7 +45,7 @@ from pipeline.cluster.broker import (
 #: The project's pom: it names the Kafka release and the jars that run it.
 POM = Path(__file__).resolve().parents[2] / "deploy" / "kafka" / "pom.xml"
 #: The JVM's largest heap. Measured: a broker under the test suite stays well inside
-#: it, and the process's resident size is about 0.4 GiB (README "Embedded broker limits").
+#: it, and the process's resident size is about 0.4 GiB (docs/operating/broker.md).
 DEFAULT_HEAP = "256m"
 #: The broker's settings besides its ports and data directory: Kafka's defaults, except
 #: what one node needs.

@@ -61,7 +61,7 @@ canonflow demo: one line per canonical event (agents.canonical), as it arrives:
   #seq          the event's number in its session: from 1, no gaps
   *             synthetic: canonflow made the event up (a start the runtime never
                 announced, an item left open when its turn ended)
-  type          the event type (README "The event contract")
+  type          the event type (docs: the event contract)
   what it says  the item and its command or output, a delta's text, a turn's end state"""
 #: The demo's last line: where to go from here.
 NEXT = ("Next: the README's \"A five-minute tour\" runs this on a broker that stays up; "

@@ -149,12 +149,13 @@ def own_broker(tmp_path: Path) -> Iterator[EmbeddedBroker]:
         yield b
 
 
-def worker_settings(broker_url: str, tmp_path: Path, **changes: Any) -> Settings:
+def worker_settings(broker_url: str, tmp_path: Path, engine: str = "tansu",
+                    **changes: Any) -> Settings:
     s = Settings(app_id="canonflow-metrics-test", partitions=4, web_enabled=True,
                  web_port=free_port(), data_dir=str(tmp_path / "data"),
                  health_probe_interval=0.5, health_probe_timeout=3.0,
                  fleet_publish_interval=1.0)
-    s = embedded_settings(s, broker_url).replace(**changes)
+    s = embedded_settings(s, broker_url, engine=engine).replace(**changes)
     ensure_topics(s)
     return s
 
