@@ -9,7 +9,6 @@ Nothing of the repository is on that venv's path: what runs is what the wheel ho
 from __future__ import annotations
 
 import ast
-import importlib.util
 import os
 import shutil
 import subprocess
@@ -26,11 +25,12 @@ SAMPLE = "pipeline/tools/samples/claude__bash_roundtrip.jsonl"
 
 
 def _can_build_wheels() -> bool:
-    """setuptools 70.1 builds wheels by itself; before it, it needs the `wheel` package."""
+    """The build needs setuptools 77 (pyproject's license, an SPDX expression), which
+    builds wheels by itself."""
     import setuptools
 
-    major, minor = (int(p) for p in setuptools.__version__.split(".")[:2])
-    return (major, minor) >= (70, 1) or importlib.util.find_spec("wheel") is not None
+    major = int(setuptools.__version__.split(".")[0])
+    return major >= 77
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +43,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
                         ignore=shutil.ignore_patterns("__pycache__", "*.so", "*.pyc"))
     out = tmp_path_factory.mktemp("dist")
     # without build isolation when this environment can build a wheel (the test extra
-    # has setuptools>=70.1); else pip fetches pyproject's build requirements
+    # has setuptools>=77); else pip fetches pyproject's build requirements
     isolation = ["--no-build-isolation"] if _can_build_wheels() else []
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", *isolation, "-q",
                     "-w", str(out), str(src)], check=True, cwd=src)
