@@ -142,7 +142,9 @@ def kafka_jars(pom: Path = POM) -> Path:
 
 
 def cluster_id() -> str:
-    """A new Kafka cluster id: a UUID in URL-safe base64, as `kafka-storage random-uuid`."""
+    """A new Kafka cluster id: a UUID in URL-safe base64, as `kafka-storage random-uuid`.
+    One in 32 starts with "-": it is passed as `--cluster-id=<id>`, never as a separate
+    argument an option parser would take for an option."""
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
@@ -224,7 +226,7 @@ class KafkaBroker:
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - kept open for the process
         fmt = subprocess.run(
             self._java(jars, "kafka.tools.StorageTool", "format", "--config",
-                       str(self.workdir / "server.properties"), "--cluster-id", cluster_id()),
+                       str(self.workdir / "server.properties"), f"--cluster-id={cluster_id()}"),
             stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT, timeout=120)
         if fmt.returncode != 0:
             self.stop()

@@ -4,6 +4,7 @@ here: no container engine)."""
 
 from __future__ import annotations
 
+import ast
 import re
 import shlex
 from pathlib import Path
@@ -95,13 +96,13 @@ def test_installs_the_project_from_pyproject_like_the_readme(instructions):
     assert env.get("PIP_CONSTRAINT", "").endswith("deploy/constraints.txt")
 
 
-def _top_packages(packages: object) -> set[str]:
-    """The top-level packages pyproject names: a list, or `find`'s include patterns
-    (`adapters*` takes adapters and its subpackages)."""
-    if isinstance(packages, list):
-        return {p.split(".")[0] for p in packages}
-    assert isinstance(packages, dict) and "find" in packages, packages
-    return {p.rstrip("*").split(".")[0] for p in packages["find"]["include"]}
+def _top_packages() -> set[str]:
+    """The directories the build ships (setup.py's layout: `canonflow`, and the
+    repository's packages it takes in)."""
+    tree = ast.parse((ROOT / "setup.py").read_text(encoding="utf-8"))
+    roots = next(ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)
+                 and any(getattr(t, "id", "") == "ROOTS" for t in n.targets))
+    return {"canonflow", *roots}
 
 
 def test_copies_what_the_build_needs_and_the_dockerignore_lets_it_through(instructions):
@@ -109,8 +110,8 @@ def test_copies_what_the_build_needs_and_the_dockerignore_lets_it_through(instru
               if i.keyword == "COPY" and "--from" not in i.args]
     sources = {s.rstrip("/") for words in copies for s in words[:-1] if not s.startswith("--")}
     project = pyproject()
-    needed = {"pyproject.toml", project["project"]["readme"], "deploy/constraints.txt",
-              *_top_packages(project["tool"]["setuptools"]["packages"])}
+    needed = {"pyproject.toml", "setup.py", project["project"]["readme"],
+              "deploy/constraints.txt", *_top_packages()}
     assert needed <= sources, needed - sources
     for source in sources:
         assert (ROOT / source).exists(), source
