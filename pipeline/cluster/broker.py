@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 #: The cluster id every embedded broker (`canonflow broker` included) is started with:
 #: workers see it in the cluster's metadata and take the embedded broker's settings
@@ -143,19 +144,19 @@ def wait_for_port(host: str, port: int, timeout: float) -> None:
             time.sleep(0.05)
 
 
-class EmbeddedBroker:
-    """A Tansu process of our own. Use as a context manager or call start()/stop()."""
+class BrokerProcess:
+    """What every broker process of our own shares: its address, its PID, its log, its
+    stop by PID, and its use as a context manager. Subclasses start it."""
 
-    #: What it is, for embedded_settings (pipeline.cluster.kafka.KafkaBroker says "kafka").
-    engine = "tansu"
+    #: What it is, for embedded_settings ("tansu", "kafka").
+    engine = ""
 
-    def __init__(self, port: int | None = None, host: str = "127.0.0.1",
-                 log_path: str | None = None):
+    def __init__(self, port: int | None, host: str, log_path: str | None):
         self.host = host
         self.port = port or free_port(host)
         self.log_path = log_path
         self.proc: subprocess.Popen[bytes] | None = None
-        self._log = None
+        self._log: Any = None
 
     @property
     def url(self) -> str:
@@ -165,6 +166,52 @@ class EmbeddedBroker:
     @property
     def bootstrap(self) -> str:
         return f"{self.host}:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def log_lines(self, tail: int) -> list[str]:
+        """The non-blank lines of the last `tail` bytes of its log ([] without one)."""
+        try:
+            with open(self.log_path or "", "rb") as fh:
+                fh.seek(max(0, os.fstat(fh.fileno()).st_size - tail))
+                return [x for x in fh.read().decode("utf-8", "replace").splitlines()
+                        if x.strip()]
+        except OSError:
+            return []
+
+    def stop_process(self, timeout: float) -> None:
+        """SIGTERM to its process, SIGKILL after `timeout` seconds; its log closed."""
+        proc, self.proc = self.proc, None
+        if proc is not None:
+            stop_process(proc, timeout)
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def start(self, timeout: float) -> BrokerProcess:
+        raise NotImplementedError
+
+    def stop(self, timeout: float) -> None:
+        self.stop_process(timeout)
+
+    def __enter__(self) -> Any:
+        return self.start()  # type: ignore[call-arg]  # each subclass has its default
+
+    def __exit__(self, et: type[BaseException] | None, e: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()  # type: ignore[call-arg]
+
+
+class EmbeddedBroker(BrokerProcess):
+    """A Tansu process of our own. Use as a context manager or call start()/stop()."""
+
+    engine = "tansu"
+
+    def __init__(self, port: int | None = None, host: str = "127.0.0.1",
+                 log_path: str | None = None):
+        super().__init__(port, host, log_path)
 
     def start(self, timeout: float = 20.0) -> EmbeddedBroker:
         """Start Tansu and wait until it accepts connections.
@@ -203,31 +250,9 @@ class EmbeddedBroker:
 
     def last_words(self) -> str:
         """The last line of Tansu's log (why it stopped), with where the log is."""
-        try:
-            with open(self.log_path or "", "rb") as fh:
-                fh.seek(max(0, os.fstat(fh.fileno()).st_size - 4096))
-                lines = [x for x in fh.read().decode("utf-8", "replace").splitlines()
-                         if x.strip()]
-        except OSError:
-            lines = []
+        lines = self.log_lines(4096)
         last = " ".join(lines[-1].split())[:300] if lines else "its log is empty"
         return f"{last}; log {self.log_path}"
 
     def stop(self, timeout: float = 5.0) -> None:
-        proc, self.proc = self.proc, None
-        if proc is not None:
-            stop_process(proc, timeout)
-        if self._log is not None:
-            self._log.close()
-            self._log = None
-
-    @property
-    def pid(self) -> int | None:
-        return self.proc.pid if self.proc else None
-
-    def __enter__(self) -> EmbeddedBroker:
-        return self.start()
-
-    def __exit__(self, et: type[BaseException] | None, e: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.stop()
+        self.stop_process(timeout)

@@ -31,14 +31,13 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from types import TracebackType
 
 from pipeline.cluster.broker import (
     BrokerError,
+    BrokerProcess,
     die_with_parent,
     free_port,
     port_in_use,
-    stop_process,
     wait_for_port,
 )
 
@@ -148,7 +147,7 @@ def cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
-class KafkaBroker:
+class KafkaBroker(BrokerProcess):
     """An Apache Kafka process of our own. Use as a context manager or call start()/stop().
 
     `request_log` turns on Kafka's request logger (every request, with its API version,
@@ -160,29 +159,12 @@ class KafkaBroker:
     def __init__(self, port: int | None = None, host: str = "127.0.0.1",
                  log_path: str | None = None, heap: str = DEFAULT_HEAP,
                  request_log: bool = False, config: dict[str, str] | None = None):
-        self.host = host
-        self.port = port or free_port(host)
-        self.log_path = log_path
+        super().__init__(port, host, log_path)
         self.heap = heap
         self.request_log = request_log
         self.config = dict(config or {})
         self.version = kafka_version()
-        self.proc: subprocess.Popen[bytes] | None = None
         self.workdir: Path | None = None
-        self._log = None
-
-    @property
-    def url(self) -> str:
-        """Faust-style broker URL, e.g. kafka://127.0.0.1:40123."""
-        return f"kafka://{self.host}:{self.port}"
-
-    @property
-    def bootstrap(self) -> str:
-        return f"{self.host}:{self.port}"
-
-    @property
-    def pid(self) -> int | None:
-        return self.proc.pid if self.proc else None
 
     def _properties(self, controller: int, data: Path) -> str:
         lines = {
@@ -275,13 +257,7 @@ class KafkaBroker:
 
     def last_words(self) -> str:
         """The last error line of Kafka's log (else its last line), with where the log is."""
-        try:
-            with open(self.log_path or "", "rb") as fh:
-                fh.seek(max(0, os.fstat(fh.fileno()).st_size - 16384))
-                lines = [x for x in fh.read().decode("utf-8", "replace").splitlines()
-                         if x.strip() and not x[0].isspace()]
-        except OSError:
-            lines = []
+        lines = [x for x in self.log_lines(16384) if not x[0].isspace()]
         errors = [x for x in lines if " ERROR " in x or "Exception" in x]
         last = (errors or lines or ["its log is empty"])[-1]
         return f"{' '.join(last.split())[:300]}; log {self.log_path}"
@@ -290,22 +266,10 @@ class KafkaBroker:
         """SIGTERM (Kafka's orderly shutdown), SIGKILL after `timeout` seconds; then the
         temporary directory goes, but for the log when it is there."""
         atexit.unregister(self.stop)
-        proc, self.proc = self.proc, None
-        if proc is not None:
-            stop_process(proc, timeout)
-        if self._log is not None:
-            self._log.close()
-            self._log = None
+        self.stop_process(timeout)
         if self.workdir is not None:
             inside = Path(self.log_path or "").parent == self.workdir
             shutil.rmtree(self.workdir / "data" if inside else self.workdir, ignore_errors=True)
-
-    def __enter__(self) -> KafkaBroker:
-        return self.start()
-
-    def __exit__(self, et: type[BaseException] | None, e: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.stop()
 
 
 def describe() -> str:
