@@ -42,7 +42,7 @@ from typing import Any, Final
 
 from adapters.claude.messages import _on_assistant as live_assistant
 from adapters.claude.messages import _on_user as live_user
-from adapters.claude.session import Handler, _emit, open_turn
+from adapters.claude.session import Handler, _emit, open_turn, restated
 from adapters.claude.state import State
 from adapters.claude.stream import _parse_json
 from adapters.claude.system import _on_init
@@ -78,10 +78,6 @@ def _on_system(state: State, msg: Message, out: Emitter) -> State:
     return system_dispatch(state, msg, out, _SYSTEM, IGNORED)
 
 
-def _as(msg: Message, obj: dict[str, Any]) -> Message:
-    """The same native line seen as the Claude-shaped message it stands for."""
-    return Message(obj, msg.data, msg.origin, msg.time_ms)
-
 
 def _on_user(state: State, msg: Message, out: Emitter) -> State:
     # Amp echoes the user's prompt as its own `user` line (Claude Code never does)
@@ -103,11 +99,11 @@ def _on_message(state: State, msg: Message, out: Emitter) -> State:
     block = {"type": "text", "text": content}
     if obj.get("role") == "user":
         user = {"type": "user", "message": {"role": "user", "content": [block]}, **_envelope(obj)}
-        return _on_user(state, _as(msg, user), out)
+        return _on_user(state, restated(msg, user), out)
     message: dict[str, Any] = {"role": "assistant", "content": [block]}
     if isinstance(obj.get("id"), str):
         message["id"] = obj["id"]
-    return live_assistant(state, _as(msg, {"type": "assistant", "message": message,
+    return live_assistant(state, restated(msg, {"type": "assistant", "message": message,
                                                  **_envelope(obj)}), out)
 
 
@@ -125,7 +121,7 @@ def _on_tool_call(state: State, msg: Message, out: Emitter) -> State:
     # each flat tool_call is its own message: its id, or the call's when it has none
     message = {"role": "assistant", "id": obj.get("id") or f"call:{call['id']}",
                "content": [block]}
-    return live_assistant(state, _as(msg, {"type": "assistant", "message": message,
+    return live_assistant(state, restated(msg, {"type": "assistant", "message": message,
                                                  **_envelope(obj)}), out)
 
 
@@ -138,7 +134,7 @@ def _on_tool_result(state: State, msg: Message, out: Emitter) -> State:
     block = {"type": "tool_result", "tool_use_id": call_id, "content": content,
              "is_error": obj.get("is_error") is True or isinstance(obj.get("error"), str)}
     user = {"type": "user", "message": {"role": "user", "content": [block]}, **_envelope(obj)}
-    return _on_user(state, _as(msg, user), out)
+    return _on_user(state, restated(msg, user), out)
 
 
 def _on_error(state: State, msg: Message, out: Emitter) -> State:

@@ -14,7 +14,7 @@ from typing import Any
 from msgspec import Struct, UnsetType
 
 from adapters.claude.state import State
-from adapters.core.contract import MalformedRecord, Message
+from adapters.core.contract import MalformedRecord, Message, Origin
 from adapters.core.emitter import UNSET, Emitter
 from adapters.core.emitter import replace as _replace
 from adapters.core.lifecycle import At
@@ -30,6 +30,12 @@ from topics.canonical import (
 )
 
 Handler = Callable[[State, Message, Emitter], State]
+
+
+def restated(msg: Message, obj: dict[str, Any], origin: Origin | None = None) -> Message:
+    """A native line seen as the Claude Code line it stands for (`obj`), its bytes the
+    line's own: how Amp's, droid's and the session files' lines reuse this package."""
+    return Message(obj, msg.data, msg.origin if origin is None else origin, msg.time_ms)
 
 
 def _thread(state: State, out: Emitter) -> str | UnsetType:

@@ -96,7 +96,15 @@ from msgspec import UnsetType
 from adapters.claude.messages import _ERROR_CLASS
 from adapters.claude.messages import _on_assistant as live_assistant
 from adapters.claude.messages import _on_user as live_user
-from adapters.claude.session import _adopt_session, _emit, _start_session, _thread, _turn, open_turn
+from adapters.claude.session import (
+    _adopt_session,
+    _emit,
+    _start_session,
+    _thread,
+    _turn,
+    open_turn,
+    restated,
+)
 from adapters.claude.state import State as LiveState
 from adapters.claude.system import _on_compact_boundary
 from adapters.claude.tools import _set_tool
@@ -125,7 +133,6 @@ from topics.canonical import (
     TurnCompletedPayload,
     TurnState,
 )
-from topics.records import Origin
 
 provider = "claude-transcript"
 raw_source = "claude.transcript"
@@ -195,17 +202,13 @@ def translate(state: State, msg: Message, out: Emitter) -> State:
 # ---- session and turns ----------------------------------------------------------
 
 
-def _as(msg: Message, obj: dict[str, Any], origin: Origin = "agent") -> Message:
-    """The row seen as the stream-json line it stands for (its bytes stay the row's)."""
-    return Message(obj, msg.data, origin, msg.time_ms)
-
 
 def _session(state: State, msg: Message, out: Emitter) -> State:
     """Start the session at the first row (its `sessionId` the thread), follow a new
     session id, and state the runtime's release once a row gives it."""
     obj = msg.obj
     sid = obj.get("sessionId")
-    wire = _as(msg, {"session_id": sid} if isinstance(sid, str) else {})
+    wire = restated(msg, {"session_id": sid} if isinstance(sid, str) else {}, "agent")
     live = state.live
     if not live.started:
         live = _start_session(live, wire, out)
@@ -290,11 +293,11 @@ def _on_user(state: State, msg: Message, out: Emitter) -> State:
                 if b.get("type") == "tool_result" and isinstance(tid, str) \
                         and tid in live.tools:
                     live = _decided(live, out, tid, decision)
-        return _replace(state, live=live_user(live, _as(msg, wire), out))
+        return _replace(state, live=live_user(live, restated(msg, wire, "agent"), out))
     if any(t.startswith(_INTERRUPTED) for t in texts):
         if not live.turnOpen:
             return state  # the turn it interrupted has ended already
-        state = _replace(state, live=live_user(live, _as(msg, wire), out))
+        state = _replace(state, live=live_user(live, restated(msg, wire, "agent"), out))
         return _end(state, out, "interrupted")
     # any other row ends a turn whose last message is written ("Turns")
     if state.ending is not None:
@@ -303,15 +306,15 @@ def _on_user(state: State, msg: Message, out: Emitter) -> State:
         # a prompt: the turn before it has ended; the prompt opens the next one, the
         # user's own words (as the SDK client's line is on the wire)
         state = _end(state, out, "completed")
-        return _replace(state, live=live_user(state.live, _as(msg, wire, "client"),
+        return _replace(state, live=live_user(state.live, restated(msg, wire, "client"),
                                                     out))
     # text Claude Code writes on the user's side (author "runtime"): in the open turn,
     # or outside any (a local command's output) without opening one
     if not state.live.turnOpen:
         wire.update(isSynthetic=True, shouldQuery=False)
-        return _replace(state, live=live_user(state.live, _as(msg, wire, "client"),
+        return _replace(state, live=live_user(state.live, restated(msg, wire, "client"),
                                                     out))
-    return _replace(state, live=live_user(state.live, _as(msg, wire), out))
+    return _replace(state, live=live_user(state.live, restated(msg, wire, "agent"), out))
 
 
 def _decided(live: LiveState, out: Emitter, tid: str, decision: dict[str, Any]) -> LiveState:
@@ -376,7 +379,7 @@ def _on_assistant(state: State, msg: Message, out: Emitter) -> State:
     if obj.get("isApiErrorMessage") is True:
         return _api_error(state, obj, message, out)
     wire: dict[str, Any] = {"type": "assistant", "message": message, "uuid": obj.get("uuid")}
-    live = live_assistant(state.live, _as(msg, wire), out)
+    live = live_assistant(state.live, restated(msg, wire, "agent"), out)
     model = message.get("model")
     if isinstance(model, str) and model and model != "<synthetic>" and model != live.model:
         live = _replace(live, model=model)  # the next turns' turn.started says it
@@ -469,7 +472,7 @@ def _on_system(state: State, msg: Message, out: Emitter) -> State:
         return _end(state, out, "completed", **fields)
     if subtype == "compact_boundary":
         wire = {"compact_metadata": obj["compactMetadata"]} if "compactMetadata" in obj else {}
-        return _replace(state, live=_on_compact_boundary(live, _as(msg, wire), out))
+        return _replace(state, live=_on_compact_boundary(live, restated(msg, wire, "agent"), out))
     if native not in IGNORED:
         out.unknown(native, thread=_thread(live, out), turn=_turn(live, out))
     return state

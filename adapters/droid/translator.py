@@ -36,7 +36,7 @@ from typing import Any, Final
 
 from adapters.claude.messages import _on_assistant as live_assistant
 from adapters.claude.messages import _on_user as live_user
-from adapters.claude.session import Handler, _emit, open_turn
+from adapters.claude.session import Handler, _emit, open_turn, restated
 from adapters.claude.state import State
 from adapters.claude.system import _on_init
 from adapters.claude.translator import dispatch, system_dispatch
@@ -73,10 +73,6 @@ def _on_system(state: State, msg: Message, out: Emitter) -> State:
     return system_dispatch(state, msg, out, _SYSTEM, IGNORED)
 
 
-def _as(msg: Message, obj: dict[str, Any]) -> Message:
-    """The same native line seen as the Claude-shaped line it stands for."""
-    return Message(obj, msg.data, msg.origin, msg.time_ms)
-
 
 def _envelope(obj: dict[str, Any]) -> dict[str, Any]:
     return {"session_id": obj["session_id"]} if isinstance(obj.get("session_id"), str) else {}
@@ -92,7 +88,7 @@ def _text(obj: dict[str, Any], kind: str) -> str:
 def _assistant(state: State, msg: Message, out: Emitter, mid: str,
                block: dict[str, Any]) -> State:
     message = {"role": "assistant", "id": mid, "content": [block]}
-    return live_assistant(state, _as(msg, {"type": "assistant", "message": message,
+    return live_assistant(state, restated(msg, {"type": "assistant", "message": message,
                                            **_envelope(msg.obj)}), out)
 
 
@@ -102,7 +98,7 @@ def _on_message(state: State, msg: Message, out: Emitter) -> State:
     if obj.get("role") == "user":
         user = {"type": "user", "message": {"role": "user", "content": [
             {"type": "text", "text": text}]}, **_envelope(obj)}
-        return live_user(state, _as(msg, user), out, echoes_prompt=True)
+        return live_user(state, restated(msg, user), out, echoes_prompt=True)
     mid = obj.get("id") if isinstance(obj.get("id"), str) else None
     return _assistant(state, msg, out, mid or f"msg:{state.turns}",
                       {"type": "text", "text": text})
@@ -145,7 +141,7 @@ def _on_tool_result(state: State, msg: Message, out: Emitter) -> State:
     block = {"type": "tool_result", "tool_use_id": call_id, "content": content,
              "is_error": obj.get("isError") is True or isinstance(error, dict)}
     user = {"type": "user", "message": {"role": "user", "content": [block]}, **_envelope(obj)}
-    return live_user(state, _as(msg, user), out)
+    return live_user(state, restated(msg, user), out)
 
 
 def _on_completion(state: State, msg: Message, out: Emitter) -> State:
@@ -156,7 +152,7 @@ def _on_completion(state: State, msg: Message, out: Emitter) -> State:
                            ("durationMs", "duration_ms"), ("usage", "usage")):
         if native in obj:
             result[claude] = obj[native]
-    return _on_result(state, _as(msg, result), out)
+    return _on_result(state, restated(msg, result), out)
 
 
 def _on_error(state: State, msg: Message, out: Emitter) -> State:
