@@ -163,10 +163,9 @@ def _end_turn(state: State, out: Emitter, payload: TurnCompletedPayload,
     if not state.turnOpen:
         return state
     why = "the turn ended before the item completed"
-    status = "failed"
     for native, kind in state.open.items():
         item_type, stream = _STREAMS[kind]
-        close_item(out, _at(state, out, native), item_type, status, why, text_stream=stream)
+        close_item(out, _at(state, out, native), item_type, "failed", why, text_stream=stream)
     for native, tool in state.tools.items():
         complete_item(out, _at(state, out, native),
                       tool_item(tool.name, tool.input, "failed", out.cap, detail=why), True)
@@ -287,12 +286,16 @@ def _stream_end(state: State, out: Emitter, native: str, kind: str, text: str) -
     return _replace(state, open={k: v for k, v in state.open.items() if k != native})
 
 
-def _on_message_delta(state: State, data: dict[str, Any], out: Emitter) -> State:
+def _delta(state: State, data: dict[str, Any], out: Emitter, kind: str, id_key: str) -> State:
+    """A message's or a reasoning's `deltaContent`, on the item its `id_key` names."""
     text = data.get("deltaContent")
     if not isinstance(text, str):
-        raise MalformedRecord("copilot assistant.message_delta: 'deltaContent' must be a string")
-    native = _need(data, "messageId", "assistant.message_delta")
-    return _stream_delta(state, out, native, "text", text)
+        raise MalformedRecord(f"copilot {out.native_type}: 'deltaContent' must be a string")
+    return _stream_delta(state, out, _need(data, id_key, str(out.native_type)), kind, text)
+
+
+def _on_message_delta(state: State, data: dict[str, Any], out: Emitter) -> State:
+    return _delta(state, data, out, "text", "messageId")
 
 
 def _on_message(state: State, data: dict[str, Any], out: Emitter) -> State:
@@ -312,11 +315,7 @@ def _on_message(state: State, data: dict[str, Any], out: Emitter) -> State:
 
 
 def _on_reasoning_delta(state: State, data: dict[str, Any], out: Emitter) -> State:
-    text = data.get("deltaContent")
-    if not isinstance(text, str):
-        raise MalformedRecord("copilot assistant.reasoning_delta: 'deltaContent' must be a string")
-    native = _need(data, "reasoningId", "assistant.reasoning_delta")
-    return _stream_delta(state, out, native, "reasoning", text)
+    return _delta(state, data, out, "reasoning", "reasoningId")
 
 
 def _on_reasoning(state: State, data: dict[str, Any], out: Emitter) -> State:
