@@ -413,9 +413,10 @@ def _api_error(state: State, obj: dict[str, Any], message: dict[str, Any],
     (`isApiErrorMessage`, model `<synthetic>`): not the assistant's answer but the
     failure of its turn. Its text is the error ("API Error: 500 {...}"), whose status and
     provider error type go in the detail when the row or the text carries them."""
-    texts = [b.get("text") for b in message.get("content") or []
-             if isinstance(b, dict) and isinstance(b.get("text"), str)]
-    text = "".join(t for t in texts if isinstance(t, str))
+    content = message.get("content")
+    texts = [b["text"] for b in content if isinstance(b, dict) and isinstance(b.get("text"), str)] \
+        if isinstance(content, list) else [content] if isinstance(content, str) else []
+    text = "".join(texts)
     error = obj.get("error")
     kind = error if isinstance(error, str) and error else "unknown"
     detail: dict[str, Any] = {"error": kind, "model": message.get("model")}
