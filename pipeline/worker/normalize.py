@@ -179,16 +179,28 @@ class BadHeader(ValueError):
 
 
 def parse_headers(headers: Any) -> tuple[Origin | None, int | None]:
-    """(origin, capture time ms) from Kafka headers given as a mapping or (k, v) pairs.
+    """(origin, capture time ms) from Kafka headers given as a mapping or (k, v) pairs
+    (read_headers, without the record id). Raises BadHeader."""
+    origin, t, _ = read_headers(headers)
+    return origin, t
+
+
+def read_headers(headers: Any) -> tuple[Origin | None, int | None, tuple[str, int] | None]:
+    """(origin, capture time ms, record id) from Kafka headers given as a mapping or
+    (k, v) pairs, in one pass.
+
     No `origin` header gives None: the translator reads who sent each message from the
     message where its protocol says (Codex app-server, ACP: `origin_of`), and takes it
     for the agent's elsewhere. An `origin` that is neither `agent` nor `client` raises
     BadHeader: taking a client's decision for the agent's words invents requests, so
     such a record is dead-lettered, not guessed at. A `t` that is not an integer is
-    ignored (the Kafka timestamp stands in)."""
+    ignored (the Kafka timestamp stands in). The `record-id` is (producer stream, n)
+    (topics.records.record_id), None without one; a value that is not
+    `<producer stream>:<n>` raises BadHeader."""
     items: Iterable[tuple[str, Any]] = headers.items() if hasattr(headers, "items") else headers or ()
     origin: Origin | None = None
     t: int | None = None
+    rid: tuple[str, int] | None = None
     for k, v in items:
         if isinstance(v, bytes):
             v = v.decode("utf-8", "replace")
@@ -204,20 +216,12 @@ def parse_headers(headers: Any) -> tuple[Origin | None, int | None]:
                 t = int(v)
             except (TypeError, ValueError):
                 t = None
-    return origin, t
-
-
-def parse_record_id(headers: Any) -> tuple[str, int] | None:
-    """(producer stream, n) of the `record-id` header (topics.records.record_id); None
-    without one. Raises BadHeader for a value that is not `<producer stream>:<n>`."""
-    items: Iterable[tuple[str, Any]] = headers.items() if hasattr(headers, "items") else headers or ()
-    for k, v in items:
-        if k == HEADER_RECORD:
+        elif k == HEADER_RECORD and rid is None:  # the first, as a reader of one would take
             try:
-                return record_id(v if isinstance(v, bytes | str) else str(v))
+                rid = record_id(v if isinstance(v, str) else str(v))
             except BadRecordId as e:
                 raise BadHeader(str(e)) from None
-    return None
+    return origin, t, rid
 
 
 class Normalizer:
@@ -291,8 +295,7 @@ class Normalizer:
         The session's pending text and output are read from and written to `spool` (a
         fresh MemorySpool when None: enough for a session in one record)."""
         try:
-            origin, t = parse_headers(headers)
-            rid = parse_record_id(headers)
+            origin, t, rid = read_headers(headers)
         except BadHeader as e:
             return Output(None, [], [self._dead(key, partition, offset, UNSET, timestamp_ms,
                                                 str(e), "BadHeader", value or b"")])
