@@ -435,6 +435,17 @@ def _follow(thread: str | None, turn: str | None, open_items: dict[str, str],
     return thread, turn, open_items, answered
 
 
+def idle_close_time(session: Session[Any], idle_ms: int, now_ms: int | None = None) -> int:
+    """When a session nobody continues is closed: its last record's time plus `idle_ms`
+    (never after `now_ms`), so that the worker's idle close and `canonflow import` of the
+    same records give the same events; `now_ms` (else `idle_ms`) for a session whose
+    records had no time."""
+    if session.clockMs <= 0:
+        return now_ms if now_ms is not None else idle_ms
+    at = session.clockMs + idle_ms
+    return at if now_ms is None else min(now_ms, at)
+
+
 def close_session(translator: Translator[Any], session: Session[Any], session_id: str, *,
                   time_ms: int, reason: str = "idle", spool: Spool | None = None
                   ) -> list[_Event]:

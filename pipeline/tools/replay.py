@@ -23,6 +23,7 @@ from adapters import (
     Translator,
     close_session,
     get,
+    idle_close_time,
     new_session,
     translate_record,
 )
@@ -171,9 +172,9 @@ class Replayer:
         session = self.sessions.get(session_id)
         events: list[Any] = []
         if session is not None and session.seq > 0:
-            at = session.clockMs + idle_ms if session.clockMs > 0 else idle_ms
-            events = close_session(self.translator, session, session_id, time_ms=at,
-                                   reason="idle", spool=self.spool)
+            events = close_session(self.translator, session, session_id,
+                                   time_ms=idle_close_time(session, idle_ms), reason="idle",
+                                   spool=self.spool)
         self.forget(session_id)
         return events
 

@@ -32,7 +32,7 @@ from adapters import (
     split_lines,
     translate_record,
 )
-from adapters.core import DEFAULT_ITEM_CAP, Emitter, close_session
+from adapters.core import DEFAULT_ITEM_CAP, Emitter, close_session, idle_close_time
 from adapters.projections.chat import SPOOL_PREFIX as CHAT_SPOOL_PREFIX
 from adapters.projections.chat import ChatState, project_next
 from adapters.projections.summary import summarize
@@ -276,8 +276,7 @@ class Normalizer:
         entry = self._decode_state(stored)
         session = entry.session
         spool = spool if spool is not None else MemorySpool()
-        at = now_ms if idle_ms is None or session.clockMs <= 0 else \
-            min(now_ms, session.clockMs + idle_ms)
+        at = now_ms if idle_ms is None else idle_close_time(session, idle_ms, now_ms)
         events = close_session(self.translator, session, key.decode("utf-8", "replace"),
                                time_ms=at, reason=reason, spool=spool)
         out = self._published(events, entry.chat, key, session.partition, -1, "agent", at,
