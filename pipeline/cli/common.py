@@ -58,11 +58,22 @@ def on_broker(settings: Any, coro: Coroutine[Any, Any, T]) -> T:
     """Run `coro` (which talks to the broker of `settings`); a broker that does not
     answer, or refuses, is one line (BrokerUnreachable, or exit 1), not a traceback.
     aiokafka logs each failed connection (through Python's last-resort handler, with no
-    logging set up): the last of them becomes the line's reason instead."""
+    logging set up): the last of them becomes the line's reason instead. The SASL login
+    is tried first: a refused one is its own line (exit 1), not a broker that is down."""
     import asyncio
     import logging
 
     from aiokafka.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
+
+    from pipeline.cluster.admin import LoginRefused, check_login
+
+    async def logged_in() -> T:
+        try:
+            await check_login(settings)
+        except BaseException:
+            coro.close()  # never started: no "never awaited" warning on stderr
+            raise
+        return await coro
 
     said: list[str] = []
     handler = logging.Handler(logging.WARNING)
@@ -71,7 +82,9 @@ def on_broker(settings: Any, coro: Coroutine[Any, Any, T]) -> T:
     log.addHandler(handler)
     propagate, log.propagate = log.propagate, False
     try:
-        return asyncio.run(_interruptible(coro))
+        return asyncio.run(_interruptible(logged_in()))
+    except LoginRefused as e:
+        raise click.ClickException(str(e)) from None
     except (KafkaConnectionError, KafkaTimeoutError, OSError, TimeoutError) as e:
         reason = said[-1] if said else short(e)
         raise BrokerUnreachable(f"no broker answers at {settings.bootstrap} "

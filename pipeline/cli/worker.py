@@ -65,6 +65,7 @@ def run(broker: str | None, partitions: int | None, include_raw: bool | None,
     answer yet), runs the normalize agents until Ctrl-C / SIGTERM, then stops the
     embedded broker.
     """
+    from pipeline.cluster.admin import LoginRefused
     from pipeline.cluster.broker import BrokerError, port_in_use
     from pipeline.worker.process import (
         SignalHold,
@@ -96,7 +97,7 @@ def run(broker: str | None, partitions: int | None, include_raw: bool | None,
             click.echo(f"canonflow: broker {live.broker} ({kind}); topics created: "
                        f"{len(created)}; providers: {', '.join(live.providers)}", err=True)
             status = run_worker(live, hold=hold)
-    except BrokerError as e:
+    except (BrokerError, LoginRefused) as e:
         raise click.ClickException(str(e)) from None
     sys.exit(status)
 

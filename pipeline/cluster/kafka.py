@@ -14,6 +14,12 @@ with kafka.tools.StorageTool from the same jars (`kafka-storage format`).
 The broker keeps Kafka's defaults (max.message.bytes included), except what a single
 node needs: replication factor 1 and min ISR 1 for its internal topics, and no
 initial rebalance delay, so that a new consumer group joins at once.
+
+With `scram_users`, its one client listener takes SASL_PLAINTEXT logins with
+SCRAM-SHA-512 only. The users' credentials go into the cluster's metadata when the
+storage is formatted (`kafka-storage format --add-scram`), so they exist before the
+first client connects; the broker's own connections log in as a user `broker` with a
+password made for this start.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import contextlib
 import fcntl
 import os
 import re
+import secrets
 import shutil
 import subprocess
 import tempfile
@@ -56,6 +63,9 @@ SINGLE_NODE = {
     "share.coordinator.state.topic.min.isr": "1",
     "group.initial.rebalance.delay.ms": "0",
 }
+#: The SASL mechanism of a broker with `scram_users`: the one deploy/ names for Kafka
+#: with SCRAM (Strimzi's `scram-sha-512` users).
+SCRAM_MECHANISM = "SCRAM-SHA-512"
 #: The broker's log: Kafka's own layout, its INFO lines (start, stop, topic changes,
 #: refused requests) in one file; the request log stays off unless asked for.
 _LOG4J2 = """\
@@ -152,35 +162,64 @@ class KafkaBroker(BrokerProcess):
 
     `request_log` turns on Kafka's request logger (every request, with its API version,
     in the log): what to read when the broker refuses what a client sends. `config`
-    adds or replaces broker settings (server.properties lines)."""
+    adds or replaces broker settings (server.properties lines). `scram_users` (name to
+    password) makes the client listener SASL_PLAINTEXT with SCRAM-SHA-512 logins only,
+    for those users (and the broker's own)."""
 
     engine = "kafka"
 
     def __init__(self, port: int | None = None, host: str = "127.0.0.1",
                  log_path: str | None = None, heap: str = DEFAULT_HEAP,
-                 request_log: bool = False, config: dict[str, str] | None = None):
+                 request_log: bool = False, config: dict[str, str] | None = None,
+                 scram_users: dict[str, str] | None = None):
         super().__init__(port, host, log_path)
         self.heap = heap
         self.request_log = request_log
         self.config = dict(config or {})
+        self.scram_users = dict(scram_users or {})
+        if self.scram_users:  # the broker's own login: nobody else needs to know it
+            self.scram_users.setdefault("broker", secrets.token_hex(16))
         self.version = kafka_version()
         self.workdir: Path | None = None
 
+    @property
+    def security_protocol(self) -> str:
+        return "SASL_PLAINTEXT" if self.scram_users else "PLAINTEXT"
+
     def _properties(self, controller: int, data: Path) -> str:
+        proto = self.security_protocol
         lines = {
             "process.roles": "broker,controller",
             "node.id": "1",
             "controller.quorum.voters": f"1@{self.host}:{controller}",
-            "listeners": f"PLAINTEXT://{self.host}:{self.port},CONTROLLER://{self.host}:{controller}",
-            "advertised.listeners": f"PLAINTEXT://{self.host}:{self.port}",
+            "listeners": f"{proto}://{self.host}:{self.port},CONTROLLER://{self.host}:{controller}",
+            "advertised.listeners": f"{proto}://{self.host}:{self.port}",
             "controller.listener.names": "CONTROLLER",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "inter.broker.listener.name": proto,
+            "listener.security.protocol.map": f"{proto}:{proto},CONTROLLER:PLAINTEXT",
             "log.dirs": str(data),
             **SINGLE_NODE,
-            **self.config,
         }
+        if self.scram_users:
+            jaas = ("org.apache.kafka.common.security.scram.ScramLoginModule required "
+                    f'username="broker" password="{self.scram_users["broker"]}";')
+            lines |= {"sasl.enabled.mechanisms": SCRAM_MECHANISM,
+                      "sasl.mechanism.inter.broker.protocol": SCRAM_MECHANISM,
+                      f"listener.name.sasl_plaintext.{SCRAM_MECHANISM.lower()}.sasl.jaas.config":
+                          jaas}
+        lines |= self.config
         return "".join(f"{k}={v}\n" for k, v in lines.items())
+
+    def _scram_arguments(self) -> list[str]:
+        """StorageTool's `--add-scram` for every user: their credentials are metadata
+        records of the new cluster, there before the broker takes its first login."""
+        for name, password in self.scram_users.items():
+            if not re.fullmatch(r"[A-Za-z0-9._-]+", name + password):
+                raise BrokerError(f"SCRAM user {name!r}: use letters, digits, '.', '_' and "
+                                  "'-' in names and passwords (they go inside a JAAS line)")
+        return [arg for name, password in self.scram_users.items()
+                for arg in ("--add-scram",
+                            f"{SCRAM_MECHANISM}=[name={name},password={password}]")]
 
     def _java(self, jars: Path, *args: str) -> list[str]:
         return [java_binary(), f"-Xmx{self.heap}", "-Xms32m", "-XX:+UseSerialGC",
@@ -208,7 +247,8 @@ class KafkaBroker(BrokerProcess):
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - kept open for the process
         fmt = subprocess.run(
             self._java(jars, "kafka.tools.StorageTool", "format", "--config",
-                       str(self.workdir / "server.properties"), f"--cluster-id={cluster_id()}"),
+                       str(self.workdir / "server.properties"), f"--cluster-id={cluster_id()}",
+                       *self._scram_arguments()),
             stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT, timeout=120)
         if fmt.returncode != 0:
             self.stop()
@@ -238,7 +278,7 @@ class KafkaBroker(BrokerProcess):
 
         async def ask() -> bool:
             admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap,
-                                        request_timeout_ms=5000)
+                                        request_timeout_ms=5000, **self.client_login())
             try:
                 await admin.start()
                 return bool((await admin.describe_cluster()).get("brokers"))
@@ -254,6 +294,13 @@ class KafkaBroker(BrokerProcess):
             if time.monotonic() > deadline:
                 raise BrokerError("no answer to a metadata request")
             time.sleep(0.2)
+
+    def client_login(self, user: str = "broker") -> dict[str, str]:
+        """aiokafka's keyword arguments for a login as `user` (none without SASL)."""
+        if not self.scram_users:
+            return {}
+        return {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": SCRAM_MECHANISM,
+                "sasl_plain_username": user, "sasl_plain_password": self.scram_users[user]}
 
     def last_words(self) -> str:
         """The last error line of Kafka's log (else its last line), with where the log is."""

@@ -141,8 +141,9 @@ def ensure_topics_waiting(settings: Settings, *,
 
 
 async def _prepare(settings: Settings) -> tuple[Settings, list[str]]:
-    from pipeline.cluster.admin import create_topics
+    from pipeline.cluster.admin import check_login, create_topics
 
+    await check_login(settings)  # a refused login: LoginRefused, not worth waiting for
     settings = await for_cluster(settings)
     return settings, await create_topics(settings)
 
