@@ -29,7 +29,13 @@ from pipeline.cluster.kafka import KafkaBroker
 from pipeline.settings import Settings
 from pipeline.tools.kafka_io import RawRecord, follow, produce
 from pipeline.worker.process import WorkerProcess, ensure_topics
-from tests.pipeline.brokers import ENGINE, TEST_KAFKA, TEST_REBALANCE_TIMEOUT, on_broker
+from tests.pipeline.brokers import (
+    ENGINE,
+    TEST_KAFKA,
+    TEST_REBALANCE_TIMEOUT,
+    _delete_topics,
+    on_broker,
+)
 from tests.pipeline.faults import (
     Deduped,
     Observer,
@@ -75,10 +81,17 @@ FILLER = b"compaction-test-filler"
 
 
 @pytest.fixture(scope="module")
-def cleaning_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
+def module_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
     log = tmp_path_factory.mktemp("kafka-cleaning") / "kafka.log"
     with KafkaBroker(log_path=str(log), config=TEST_KAFKA | CLEANING) as b:
         yield b
+
+
+@pytest.fixture
+def cleaning_kafka(module_kafka: KafkaBroker) -> KafkaBroker:
+    """The module's Kafka with no topic on it (as tests.pipeline.brokers' shared one)."""
+    asyncio.run(_delete_topics(module_kafka.bootstrap))
+    return module_kafka
 
 
 def _settings(broker: KafkaBroker, tmp_path: Path, app_id: str, **kw: Any) -> Settings:
