@@ -44,36 +44,42 @@ class LoginRefused(Exception):  # noqa: N818 - the cluster's answer, as aiokafka
     waiting or retrying will not change that."""
 
 
-#: The errors with which a broker refuses a SASL login (aiokafka's, by name: raised by a
-#: connection's handshake before any request).
-_REFUSED_LOGIN = ("SaslAuthenticationFailed", "AuthenticationFailedError",
-                  "UnsupportedSaslMechanismError", "IllegalSaslStateError")
-
-
 async def check_login(settings: Settings) -> None:
     """Log in to the first bootstrap server that answers, with the settings' SASL login,
     and close the connection. Nothing to do without SASL.
 
-    aiokafka's clients log a refused login and go on as if no broker answered, so a
-    wrong password looked like a broker that is down: a worker waited for it forever.
-    Raises LoginRefused when a server refuses the login; a server that does not answer is
-    left to the client that comes next (which says so)."""
+    aiokafka's clients log a refused login and then fail as if no broker answered; this
+    tells the two apart, so that a refused login ends a command at once instead of being
+    waited for like a broker that is down. Raises LoginRefused when a server refuses the
+    login; a server that does not answer is left to the client that comes next (which
+    says so)."""
     if not settings.sasl_mechanism:
         return
     from aiokafka.conn import collect_hosts, create_conn
+    from aiokafka.errors import (
+        AuthenticationFailedError,
+        IllegalSaslStateError,
+        KafkaError,
+        SaslAuthenticationFailed,
+        UnsupportedSaslMechanismError,
+    )
 
     kw = kafka_client_kwargs(settings)
     del kw["bootstrap_servers"]
     for host, port, _ in collect_hosts(settings.bootstrap):
         try:
             conn = await create_conn(host, port, request_timeout_ms=10_000, **kw)
-        except Exception as e:
-            if type(e).__name__ not in _REFUSED_LOGIN:
-                continue
+        except (SaslAuthenticationFailed, AuthenticationFailedError,
+                UnsupportedSaslMechanismError, IllegalSaslStateError) as e:
+            reason = " ".join(str(e).split())
+            if e.args and not isinstance(e.args[0], str):  # the connection, as its text
+                reason = f"{type(e).__name__}: {getattr(e, 'description', '')}"
             raise LoginRefused(
                 f"the broker at {host}:{port} refused the login of user "
                 f"{settings.sasl_username!r} ({settings.sasl_mechanism} over "
-                f"{settings.security_protocol}): {' '.join(str(e).split())}") from None
+                f"{settings.security_protocol}): {reason}") from None
+        except (KafkaError, OSError, TimeoutError):
+            continue  # no answer here: the next server, else the client that follows
         conn.close()
         return
 

@@ -41,8 +41,8 @@ def scram_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroke
         yield b
 
 
-def deploy_env(broker: KafkaBroker, tmp_path: Path, password: str = PASSWORD
-               ) -> dict[str, str]:
+def deploy_env(broker: KafkaBroker, tmp_path: Path, password: str = PASSWORD,
+               mechanism: str = SCRAM_MECHANISM) -> dict[str, str]:
     """The compose file's settings block for canonflow (x-canonflow-env), pointed at
     this broker, with the SCRAM mechanism of deploy/README's Kafka-with-SCRAM settings
     (compose's own broker takes PLAIN) and a data dir of the test's."""
@@ -50,7 +50,7 @@ def deploy_env(broker: KafkaBroker, tmp_path: Path, password: str = PASSWORD
     deploy = {k: str(v) for k, v in compose["x-canonflow-env"].items()}
     assert deploy["CANONFLOW_SECURITY_PROTOCOL"] == "SASL_PLAINTEXT"
     assert {"CANONFLOW_SASL_USERNAME", "CANONFLOW_SASL_PASSWORD"} <= set(deploy)
-    deploy |= {"CANONFLOW_BROKER": broker.url, "CANONFLOW_SASL_MECHANISM": SCRAM_MECHANISM,
+    deploy |= {"CANONFLOW_BROKER": broker.url, "CANONFLOW_SASL_MECHANISM": mechanism,
                "CANONFLOW_SASL_PASSWORD": password, "CANONFLOW_PARTITIONS": "2",
                "CANONFLOW_DATA_DIR": str(tmp_path / "data")}
     env = {k: v for k, v in os.environ.items() if not k.startswith("CANONFLOW_")}
@@ -100,3 +100,12 @@ def test_a_wrong_password_is_one_line_and_a_failure(scram_kafka, tmp_path, comma
                         "SaslAuthenticationFailed: Authentication failed during "
                         "authentication due to invalid credentials with SASL mechanism "
                         "SCRAM-SHA-512")
+
+
+def test_a_mechanism_the_broker_does_not_take_is_one_line_and_a_failure(scram_kafka, tmp_path):
+    refused = canonflow(deploy_env(scram_kafka, tmp_path, mechanism="PLAIN"),
+                        "topics", "create", timeout=REFUSED_WITHIN)
+    assert (refused.returncode, refused.stderr) == (1, (
+        f"canonflow: the broker at {scram_kafka.bootstrap} refused the login of user "
+        "'canonflow' (PLAIN over SASL_PLAINTEXT): UnsupportedSaslMechanismError: The broker "
+        "does not support the requested SASL mechanism.\n"))
