@@ -177,6 +177,10 @@ class KafkaBroker(BrokerProcess):
         self.request_log = request_log
         self.config = dict(config or {})
         self.scram_users = dict(scram_users or {})
+        for name, password in self.scram_users.items():
+            if not re.fullmatch(r"[A-Za-z0-9._-]+", name + password):
+                raise BrokerError(f"SCRAM user {name!r}: use letters, digits, '.', '_' and "
+                                  "'-' in names and passwords (they go inside a JAAS line)")
         if self.scram_users:  # the broker's own login: nobody else needs to know it
             self.scram_users.setdefault("broker", secrets.token_hex(16))
         self.version = kafka_version()
@@ -213,10 +217,6 @@ class KafkaBroker(BrokerProcess):
     def _scram_arguments(self) -> list[str]:
         """StorageTool's `--add-scram` for every user: their credentials are metadata
         records of the new cluster, there before the broker takes its first login."""
-        for name, password in self.scram_users.items():
-            if not re.fullmatch(r"[A-Za-z0-9._-]+", name + password):
-                raise BrokerError(f"SCRAM user {name!r}: use letters, digits, '.', '_' and "
-                                  "'-' in names and passwords (they go inside a JAAS line)")
         return [arg for name, password in self.scram_users.items()
                 for arg in ("--add-scram",
                             f"{SCRAM_MECHANISM}=[name={name},password={password}]")]
