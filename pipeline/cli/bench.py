@@ -43,23 +43,52 @@ from pipeline.cli.common import load_settings, partitions_option, run_broker_opt
 @click.option("--latency-rates", default="100,1000,5000", show_default=True,
               help="The rates the latency section offers, native messages per second; "
                    "\"0\" skips it in the full run.")
+@click.option("--cpu", "cpu_only", is_flag=True,
+              help="Run only the CPU section: the worker's CPU microseconds per native "
+                   "message (batched records, one message per record) beside the adapter "
+                   "core's, per --guarantee.")
+@click.option("--engine", type=click.Choice(["tansu", "kafka"]), default=None,
+              help="The broker each run starts for itself: the embedded Tansu (default) or "
+                   "Apache Kafka (its jars fetched once by Maven). Not with --broker.")
+@click.option("--guarantee", "guarantees", default="at_least_once", show_default=True,
+              help="The worker's delivery guarantees the CPU section measures "
+                   "(CANONFLOW_GUARANTEE), comma-separated: at_least_once, exactly_once.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def bench(broker: str | None, partitions: int | None, messages: int, repeat: int, batch: int,
           fixtures: str | None, timeout: float, recovery_sessions: int, long_: bool,
           long_sizes: str, long_providers: str, replay_messages: int, replay_only: bool,
-          latency_only: bool, latency_rates: str, as_json: bool) -> None:
-    """Throughput and memory: adapter core, aiokafka and Faust ceilings, canonflow end to end,
-    the offline replay against a bare decode, and the latency at fixed rates.
+          latency_only: bool, latency_rates: str, cpu_only: bool, engine: str | None,
+          guarantees: str, as_json: bool) -> None:
+    """Throughput, CPU and memory: adapter core, aiokafka and Faust ceilings, canonflow
+    end to end, the worker's CPU per message against the core's, the offline replay
+    against a bare decode, and the latency at fixed rates.
 
     With --long, only the long-session workload (pipeline/tools/bench_long.py); with
     --replay, only the offline replay (bench_replay.py); with --latency, only the
-    latency at fixed rates (bench_latency.py)."""
+    latency at fixed rates (bench_latency.py); with --cpu, only the CPU per message
+    (bench_cpu.py)."""
     import json
     from pathlib import Path
 
+    if engine and broker:
+        raise click.UsageError("--engine starts a broker for each run; --broker names a "
+                               "running one: give one of them")
     settings = load_settings(broker=broker, partitions=partitions)
+    if engine:
+        settings = settings.replace(broker_kind=engine)
     where = Path(fixtures) if fixtures else None
-    if replay_only:
+    modes = _guarantees(guarantees)
+    if cpu_only:
+        from pipeline.tools.bench_cpu import run_cpu_bench
+        from pipeline.tools.bench_report import format_cpu_report
+        from pipeline.tools.bench_workload import default_fixtures
+
+        result = run_cpu_bench(settings, messages=messages, batch=batch, repeat=repeat,
+                               fixtures=where or default_fixtures(), timeout=timeout,
+                               guarantees=modes, say=_say)
+        click.echo(json.dumps(result, indent=2) if as_json
+                   else "\n".join(format_cpu_report(result)))
+    elif replay_only:
         from pipeline.tools.bench_replay import format_replay_report, run_replay_bench
 
         result = run_replay_bench(replay_messages or 200_000, repeat, _say)
@@ -87,7 +116,8 @@ def bench(broker: str | None, partitions: int | None, messages: int, repeat: int
         rates = [] if latency_rates.strip() == "0" else _rates(latency_rates)
         result = run_bench(settings, messages=messages, repeat=repeat, batch=batch,
                            fixtures=where, timeout=timeout, say=_say,
-                           recovery_sessions=recovery_sessions, replay_messages=replay_messages)
+                           recovery_sessions=recovery_sessions, replay_messages=replay_messages,
+                           guarantees=modes)
         if rates:  # last: the latency at fixed rates (bench_latency)
             from pipeline.tools.bench_latency import run_latency_bench
 
@@ -112,6 +142,26 @@ def _rates(text: str) -> list[int]:
         raise click.BadParameter("positive integers, comma-separated",
                                  param_hint="--latency-rates")
     return rates
+
+
+def _guarantees(text: str) -> tuple[str, ...]:
+    """--guarantee: guarantees this worker runs, comma-separated.
+
+    Raises click.BadParameter for an unknown one, and for one the worker does not read
+    yet (bench_cpu.measurable_guarantees)."""
+    from pipeline.tools.bench_cpu import GUARANTEES, measurable_guarantees
+
+    modes = tuple(dict.fromkeys(g.strip() for g in text.split(",") if g.strip()))
+    unknown = [g for g in modes if g not in GUARANTEES]
+    if unknown or not modes:
+        raise click.BadParameter(f"{', '.join(unknown) or 'none given'}; use some of "
+                                 f"{', '.join(GUARANTEES)}", param_hint="--guarantee")
+    missing = [g for g in modes if g not in measurable_guarantees()]
+    if missing:
+        raise click.BadParameter(f"{', '.join(missing)}: this worker runs only "
+                                 f"{', '.join(measurable_guarantees())}",
+                                 param_hint="--guarantee")
+    return modes
 
 
 def _long_workload(sizes_text: str, providers_text: str) -> tuple[list[int], list[str]]:
