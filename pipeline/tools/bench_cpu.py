@@ -67,13 +67,32 @@ SETTLED_CORES = 0.05
 SETTLED_SECONDS = 1.0
 
 
+#: The names the worker's Settings may give its guarantee (Faust's is the second).
+GUARANTEE_FIELDS = ("guarantee", "processing_guarantee")
+
+
+def guarantee_field() -> str | None:
+    """The Settings field of the worker's delivery guarantee; None while it has none
+    (the worker then runs at-least-once only)."""
+    return next((f for f in GUARANTEE_FIELDS if f in Settings.__struct_fields__), None)
+
+
 def measurable_guarantees() -> tuple[str, ...]:
     """The guarantees this worker can be run with: all of them once Settings has a
-    `guarantee`, else only at-least-once (a CANONFLOW_GUARANTEE the worker does not
-    read would measure at-least-once under another name)."""
-    from pipeline.settings import Settings
+    guarantee, else only at-least-once (a variable the worker does not read would
+    measure at-least-once under another name)."""
+    return GUARANTEES if guarantee_field() else (DEFAULT_GUARANTEE,)
 
-    return GUARANTEES if "guarantee" in Settings.__struct_fields__ else (DEFAULT_GUARANTEE,)
+
+def with_guarantee(settings: Settings, guarantee: str) -> Settings:
+    """`settings` for a worker with `guarantee`: its Settings field, which the worker's
+    environment carries (CANONFLOW_GUARANTEE, child_env). Raises BenchError for a
+    guarantee this worker cannot run."""
+    if guarantee not in measurable_guarantees():
+        raise BenchError(f"guarantee {guarantee}: this worker runs "
+                         f"{', '.join(measurable_guarantees())}")
+    field = guarantee_field()
+    return settings.replace(**{field: guarantee}) if field else settings
 
 
 def core_cpu_us_per_msg(sessions: list[Session], batch: int) -> float:
@@ -188,7 +207,7 @@ async def _start_at_end(settings: Settings) -> None:
 def measure_guarantee(settings: Settings, guarantee: str, sessions: list[Session],
                       warm: list[Session], batch: int, repeat: int, timeout: float,
                       say: Callable[[str], None]) -> dict[str, Any]:
-    """The worker's CPU per native message with `guarantee` (CANONFLOW_GUARANTEE), its
+    """The worker's CPU per native message with `guarantee` (with_guarantee), its
     records batched and one message each, `repeat` times each, on the broker of
     `settings`: medians, and every run's figure."""
     scratch = scratch_dir("canonflow-bench-cpu-")
@@ -200,8 +219,7 @@ def measure_guarantee(settings: Settings, guarantee: str, sessions: list[Session
                                 data_dir=f"{scratch.name}/data")
         ensure_topics(live)
         asyncio.run(_start_at_end(live))
-        worker = WorkerProcess(live, log_path=log,
-                               env={"CANONFLOW_GUARANTEE": guarantee}).start()
+        worker = WorkerProcess(with_guarantee(live, guarantee), log_path=log).start()
         try:
             say(f"cpu ({guarantee}): warming the worker up ({n_messages(warm):,} messages)")
             through_worker(live, worker, renamed(warm, f"{tag}-warm"), batch, timeout, log)

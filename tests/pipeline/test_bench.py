@@ -16,6 +16,7 @@ from pipeline.tools.bench_ceilings import (
     bench_adapters_interpreted,
     run_passthrough,
 )
+from pipeline.tools.bench_cpu import guarantee_field
 from pipeline.tools.bench_kafka import BenchError, Observed, verify
 from pipeline.tools.bench_report import format_report
 from pipeline.tools.bench_workload import build_workload, expected_events, n_messages, records_of
@@ -281,3 +282,57 @@ def test_the_latency_report_gives_the_idle_cost_beside_the_floors():
     alone = "\n".join(format_latency_report({"rates": rows, "p99_over_1s_at": None,
                                              "idle": {"worker": idle["worker"]}}))
     assert "passthrough" not in alone.split("idle,")[1]
+
+
+# -- the worker's CPU per native message (canonflow bench --cpu) --------------------------
+
+CPU_KEYS = ("worker_cpu_us_per_msg_batched", "worker_cpu_us_per_msg_single",
+            "core_cpu_us_per_msg", "core_cpu_us_per_msg_single", "worker_vs_core_batched",
+            "worker_vs_core_single")
+
+
+def _bench_cli(*args: str, timeout: float = 900) -> Any:
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CANONFLOW_")}
+    env["PYTHONPATH"] = str(root)
+    return subprocess.run([sys.executable, "-m", "pipeline.cli", "bench", *args], env=env,
+                          cwd=root, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.broker
+def test_bench_json_gives_the_workers_and_the_cores_cpu_per_message(broker):
+    # a tiny workload through a real worker on the test broker: the keys are there and
+    # positive (their values are never asserted: the machine is shared); every run's
+    # events were checked against the offline replay, or the command failed
+    import json
+
+    from pipeline.tools.bench_report import format_cpu_report
+
+    run = _bench_cli("--cpu", "--json", "--broker", broker.url, "--partitions", "4",
+                     "--messages", "100", "--repeat", "1", "--batch", "10",
+                     "--fixtures", str(CAPTURED))
+    assert run.returncode == 0, run.stderr[-2000:]
+    result = json.loads(run.stdout)
+    assert result["guarantee"] == "at_least_once"
+    assert set(result["modes"]) == {"at_least_once"}
+    for keys in (result, result["modes"]["at_least_once"]):
+        for key in CPU_KEYS:
+            assert isinstance(keys[key], float) and keys[key] > 0, (key, keys[key])
+        assert keys["broker"].split()[0] == broker.engine
+    assert result["worker_vs_core_batched"] == pytest.approx(
+        result["worker_cpu_us_per_msg_batched"] / result["core_cpu_us_per_msg"])
+    assert result["cpu_workload"]["messages"] >= 100
+    report = "\n".join(format_cpu_report(result))
+    assert "at_least_once" in report and broker.engine in report
+
+
+@pytest.mark.skipif(guarantee_field() is not None, reason="the worker has a guarantee")
+def test_a_guarantee_the_worker_does_not_read_is_refused_not_measured_as_another():
+    run = _bench_cli("--cpu", "--guarantee", "at_least_once,exactly_once", timeout=120)
+    assert run.returncode == 2
+    assert "exactly_once: this worker runs only at_least_once" in run.stderr
+    assert "Traceback" not in run.stderr
