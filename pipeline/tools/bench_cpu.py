@@ -15,8 +15,9 @@ The worker is warmed up first (one copy of every conversation: it holds its
 partitions, every agent has run), and each measure starts and ends when the worker
 is settled (a second with under SETTLED_CORES of a core used): the chat projection
 and the fleet stage finish what the records started, and are counted. What the
-worker spends idle meanwhile (fetches, commits) is counted too, and reported on its
-own (`worker_idle_cores`).
+worker spends idle meanwhile (empty fetches, commits, timers) is counted too: it is
+measured on its own (`worker_idle_cores`), and `idle_share_*` says at most how much
+of a measure it can be (a run that a busy machine stretches counts more of it).
 
 Every run publishes to agents.canonical exactly the events of the offline replay for
 its sessions (checked). The worker of each guarantee is one consumer group that
@@ -65,6 +66,8 @@ DEFAULT_GUARANTEE = "at_least_once"
 #: A worker is settled when it used less than this share of a core over SETTLED_SECONDS.
 SETTLED_CORES = 0.05
 SETTLED_SECONDS = 1.0
+#: Seconds over which the worker's idle cost is measured, once warm.
+IDLE_SECONDS = 3.0
 
 
 #: The names the worker's Settings may give its guarantee (Faust's is the second).
@@ -135,6 +138,16 @@ def settled(worker: WorkerProcess, timeout: float, log: str) -> tuple[float, flo
         if time.monotonic() > deadline:
             raise BenchError(f"the worker stayed busy for {timeout:.0f} s (log {log})")
         last = now
+
+
+def idle_cores(worker: WorkerProcess, timeout: float, log: str) -> float:
+    """The cores a settled `worker` uses over IDLE_SECONDS (its empty fetches, commits and
+    timers). Raises BenchError when it dies or stays busy."""
+    before, _ = settled(worker, timeout, log)
+    time.sleep(IDLE_SECONDS)
+    if not worker.alive():
+        raise BenchError(f"the worker exited (log {log})")
+    return (cpu_seconds(worker.pid) - before) / IDLE_SECONDS
 
 
 def renamed(sessions: list[Session], prefix: str) -> list[Session]:
@@ -223,15 +236,18 @@ def measure_guarantee(settings: Settings, guarantee: str, sessions: list[Session
         try:
             say(f"cpu ({guarantee}): warming the worker up ({n_messages(warm):,} messages)")
             through_worker(live, worker, renamed(warm, f"{tag}-warm"), batch, timeout, log)
-            _, idle = settled(worker, timeout, log)
+            idle = idle_cores(worker, timeout, log)
             runs: dict[str, list[float]] = {"batched": [], "single": []}
+            seconds: dict[str, list[float]] = {"batched": [], "single": []}
             n = n_messages(sessions)
             for i in range(repeat):
                 for label, b in (("batched", batch), ("single", 1)):
                     before, _ = settled(worker, timeout, log)
+                    start = time.monotonic()
                     through_worker(live, worker, renamed(sessions, f"{tag}-{label}-{i}"), b,
                                    timeout, log)
                     after, _ = settled(worker, timeout, log)
+                    seconds[label].append(time.monotonic() - start)
                     runs[label].append((after - before) * 1e6 / n)
                     say(f"cpu ({guarantee}) run {i + 1}/{repeat}: worker, {label}, "
                         f"{runs[label][-1]:.1f} CPU us per message")
@@ -243,7 +259,15 @@ def measure_guarantee(settings: Settings, guarantee: str, sessions: list[Session
     return {"worker_cpu_us_per_msg_batched": med(runs["batched"]),
             "worker_cpu_us_per_msg_single": med(runs["single"]),
             "worker_idle_cores": idle,
-            "runs_worker_cpu_us_per_msg": runs}
+            # the most of a run's CPU its idle work can be (its timers and empty fetches
+            # go on while it works): a run stretched by a busy machine counts more of it
+            "idle_share_batched": med(idle * t * 1e6 / n / c
+                                      for t, c in zip(seconds["batched"], runs["batched"],
+                                                      strict=True)),
+            "idle_share_single": med(idle * t * 1e6 / n / c
+                                     for t, c in zip(seconds["single"], runs["single"],
+                                                     strict=True)),
+            "runs_worker_cpu_us_per_msg": runs, "runs_seconds": seconds}
 
 
 def broker_name(broker: Any, settings: Settings) -> str:
@@ -301,7 +325,10 @@ def run_cpu_bench(settings: Settings, *, messages: int, batch: int, repeat: int,
                 "worker_vs_core_batched": worker["worker_cpu_us_per_msg_batched"] / core,
                 "worker_vs_core_single": worker["worker_cpu_us_per_msg_single"] / core_single,
                 "worker_idle_cores": worker["worker_idle_cores"],
+                "idle_share_batched": worker["idle_share_batched"],
+                "idle_share_single": worker["idle_share_single"],
                 "runs_worker_cpu_us_per_msg": worker["runs_worker_cpu_us_per_msg"],
+                "runs_seconds": worker["runs_seconds"],
             }
     finally:
         if broker:
@@ -310,4 +337,6 @@ def run_cpu_bench(settings: Settings, *, messages: int, batch: int, repeat: int,
     return {**modes[first], "guarantee": first, "modes": modes,
             "cpu_workload": {"messages": n_messages(sessions), "sessions": len(sessions),
                              "batch": batch, "repeat": repeat,
+                             "messages_per_batched_record": n_messages(sessions) / sum(
+                                 len(line_groups(s, batch)) for s in sessions),
                              "warm_up_messages": n_messages(warm)}}
