@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import click
 
-from pipeline.cli.common import load_settings, partitions_option, run_broker_option
+from pipeline.cli.common import (
+    for_cluster,
+    load_settings,
+    on_broker,
+    partitions_option,
+    run_broker_option,
+)
 
 
 @click.command()
@@ -70,59 +76,67 @@ def bench(broker: str | None, partitions: int | None, messages: int, repeat: int
     import json
     from pathlib import Path
 
+    from pipeline.cluster.broker import BrokerError
+    from pipeline.tools.bench_kafka import BenchError
+
     if engine and broker:
         raise click.UsageError("--engine starts a broker for each run; --broker names a "
                                "running one: give one of them")
     settings = load_settings(broker=broker, partitions=partitions)
     if engine:
         settings = settings.replace(broker_kind=engine)
-    where = Path(fixtures) if fixtures else None
     modes = _guarantees(guarantees)
-    if cpu_only:
-        from pipeline.tools.bench_cpu import run_cpu_bench
-        from pipeline.tools.bench_report import format_cpu_report
-        from pipeline.tools.bench_workload import default_fixtures
+    if settings.broker and not replay_only:  # one that does not answer: one line, at once
+        on_broker(settings, for_cluster(settings))
+    where = Path(fixtures) if fixtures else None
+    try:
+        if cpu_only:
+            from pipeline.tools.bench_cpu import run_cpu_bench
+            from pipeline.tools.bench_report import format_cpu_report
+            from pipeline.tools.bench_workload import default_fixtures
 
-        result = run_cpu_bench(settings, messages=messages, batch=batch, repeat=repeat,
-                               fixtures=where or default_fixtures(), timeout=timeout,
-                               guarantees=modes, say=_say)
-        click.echo(json.dumps(result, indent=2) if as_json
-                   else "\n".join(format_cpu_report(result)))
-    elif replay_only:
-        from pipeline.tools.bench_replay import format_replay_report, run_replay_bench
+            result = run_cpu_bench(settings, messages=messages, batch=batch, repeat=repeat,
+                                   fixtures=where or default_fixtures(), timeout=timeout,
+                                   guarantees=modes, say=_say)
+            click.echo(json.dumps(result, indent=2) if as_json
+                       else "\n".join(format_cpu_report(result)))
+        elif replay_only:
+            from pipeline.tools.bench_replay import format_replay_report, run_replay_bench
 
-        result = run_replay_bench(replay_messages or 200_000, repeat, _say)
-        click.echo(json.dumps(result, indent=2) if as_json
-                   else "\n".join(format_replay_report(result)))
-    elif latency_only:
-        from pipeline.tools.bench_latency import format_latency_report, run_latency_bench
+            result = run_replay_bench(replay_messages or 200_000, repeat, _say)
+            click.echo(json.dumps(result, indent=2) if as_json
+                       else "\n".join(format_replay_report(result)))
+        elif latency_only:
+            from pipeline.tools.bench_latency import format_latency_report, run_latency_bench
 
-        result = run_latency_bench(settings, rates=_rates(latency_rates), fixtures=where,
-                                   say=_say)
-        click.echo(json.dumps(result, indent=2) if as_json
-                   else "\n".join(format_latency_report(result)))
-    elif long_:
-        from pipeline.tools.bench_long import run_long_bench
-        from pipeline.tools.bench_report import format_long_report
+            result = run_latency_bench(settings, rates=_rates(latency_rates), fixtures=where,
+                                       say=_say)
+            click.echo(json.dumps(result, indent=2) if as_json
+                       else "\n".join(format_latency_report(result)))
+        elif long_:
+            from pipeline.tools.bench_long import run_long_bench
+            from pipeline.tools.bench_report import format_long_report
 
-        sizes, providers = _long_workload(long_sizes, long_providers)
-        result = run_long_bench(settings, sizes=sizes, providers=providers, fixtures=where,
-                                timeout=timeout, say=_say)
-        click.echo(json.dumps(result, indent=2) if as_json else format_long_report(result))
-    else:
-        from pipeline.tools.bench import run_bench
-        from pipeline.tools.bench_report import format_report
+            sizes, providers = _long_workload(long_sizes, long_providers)
+            result = run_long_bench(settings, sizes=sizes, providers=providers, fixtures=where,
+                                    timeout=timeout, say=_say)
+            click.echo(json.dumps(result, indent=2) if as_json else format_long_report(result))
+        else:
+            from pipeline.tools.bench import run_bench
+            from pipeline.tools.bench_report import format_report
 
-        rates = [] if latency_rates.strip() == "0" else _rates(latency_rates)
-        result = run_bench(settings, messages=messages, repeat=repeat, batch=batch,
-                           fixtures=where, timeout=timeout, say=_say,
-                           recovery_sessions=recovery_sessions, replay_messages=replay_messages,
-                           guarantees=modes)
-        if rates:  # last: the latency at fixed rates (bench_latency)
-            from pipeline.tools.bench_latency import run_latency_bench
+            rates = [] if latency_rates.strip() == "0" else _rates(latency_rates)
+            result = run_bench(settings, messages=messages, repeat=repeat, batch=batch,
+                               fixtures=where, timeout=timeout, say=_say,
+                               recovery_sessions=recovery_sessions, replay_messages=replay_messages,
+                               guarantees=modes)
+            if rates:  # last: the latency at fixed rates (bench_latency)
+                from pipeline.tools.bench_latency import run_latency_bench
 
-            result["latency"] = run_latency_bench(settings, rates=rates, fixtures=where, say=_say)
-        click.echo(json.dumps(result, indent=2) if as_json else format_report(result))
+                result["latency"] = run_latency_bench(settings, rates=rates, fixtures=where, say=_say)
+            click.echo(json.dumps(result, indent=2) if as_json else format_report(result))
+    except (BenchError, BrokerError) as e:  # a wrong answer, a broker that did not start
+        raise click.ClickException(" ".join(str(e).split())) from None
 
 
 def _say(line: str) -> None:

@@ -68,8 +68,6 @@ SETTLED_CORES = 0.05
 SETTLED_SECONDS = 1.0
 #: Seconds over which the worker's idle cost is measured, once warm.
 IDLE_SECONDS = 3.0
-
-
 #: The names the worker's Settings may give its guarantee (Faust's is the second).
 GUARANTEE_FIELDS = ("guarantee", "processing_guarantee")
 
@@ -123,9 +121,9 @@ def cpu_seconds(pid: int | None) -> float:
         raise BenchError(f"no CPU time for process {pid}: {e}") from None
 
 
-def settled(worker: WorkerProcess, timeout: float, log: str) -> tuple[float, float]:
-    """Wait until `worker` is settled; returns (its CPU seconds then, the cores it used
-    over the quiet second). Raises BenchError when it dies or stays busy."""
+def settled(worker: WorkerProcess, timeout: float, log: str) -> float:
+    """Wait until `worker` is settled; returns its CPU seconds then. Raises BenchError
+    when it dies or stays busy."""
     deadline = time.monotonic() + timeout
     last = cpu_seconds(worker.pid)
     while True:
@@ -134,7 +132,7 @@ def settled(worker: WorkerProcess, timeout: float, log: str) -> tuple[float, flo
             raise BenchError(f"the worker exited (log {log})")
         now = cpu_seconds(worker.pid)
         if now - last < SETTLED_CORES * SETTLED_SECONDS:
-            return now, (now - last) / SETTLED_SECONDS
+            return now
         if time.monotonic() > deadline:
             raise BenchError(f"the worker stayed busy for {timeout:.0f} s (log {log})")
         last = now
@@ -143,7 +141,7 @@ def settled(worker: WorkerProcess, timeout: float, log: str) -> tuple[float, flo
 def idle_cores(worker: WorkerProcess, timeout: float, log: str) -> float:
     """The cores a settled `worker` uses over IDLE_SECONDS (its empty fetches, commits and
     timers). Raises BenchError when it dies or stays busy."""
-    before, _ = settled(worker, timeout, log)
+    before = settled(worker, timeout, log)
     time.sleep(IDLE_SECONDS)
     if not worker.alive():
         raise BenchError(f"the worker exited (log {log})")
@@ -242,11 +240,11 @@ def measure_guarantee(settings: Settings, guarantee: str, sessions: list[Session
             n = n_messages(sessions)
             for i in range(repeat):
                 for label, b in (("batched", batch), ("single", 1)):
-                    before, _ = settled(worker, timeout, log)
+                    before = settled(worker, timeout, log)
                     start = time.monotonic()
                     through_worker(live, worker, renamed(sessions, f"{tag}-{label}-{i}"), b,
                                    timeout, log)
-                    after, _ = settled(worker, timeout, log)
+                    after = settled(worker, timeout, log)
                     seconds[label].append(time.monotonic() - start)
                     runs[label].append((after - before) * 1e6 / n)
                     say(f"cpu ({guarantee}) run {i + 1}/{repeat}: worker, {label}, "

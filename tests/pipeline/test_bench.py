@@ -336,3 +336,12 @@ def test_a_guarantee_the_worker_does_not_read_is_refused_not_measured_as_another
     assert run.returncode == 2
     assert "exactly_once: this worker runs only at_least_once" in run.stderr
     assert "Traceback" not in run.stderr
+
+
+def test_a_bench_on_a_broker_that_does_not_answer_is_one_line():
+    from pipeline.cluster.broker import free_port
+
+    run = _bench_cli("--cpu", "--broker", f"kafka://127.0.0.1:{free_port()}", timeout=120)
+    assert run.returncode == 3, run.stderr[-2000:]
+    assert "no broker answers at 127.0.0.1:" in run.stderr
+    assert "Traceback" not in run.stderr and len(run.stderr.strip().splitlines()) == 1
