@@ -202,15 +202,20 @@ async def _start_at_end(settings: Settings) -> None:
     from pipeline.cluster.admin import kafka_client_kwargs
 
     consumer = AIOKafkaConsumer(**kafka_client_kwargs(settings), group_id=settings.app_id,
-                                enable_auto_commit=False)
+                                enable_auto_commit=False, auto_offset_reset="latest")
     await consumer.start()
     try:
         tps = [TopicPartition(raw_topic(p), i) for p in settings.providers
                for i in range(settings.partitions)]
-        ends = await consumer.end_offsets(tps)
+        consumer.assign(tps)
+        await consumer.seek_to_end(*tps)
+        # Tansu answers ListOffsets(latest) with the first offset of a partition's last
+        # record batch + 1: the rest of that batch is read, to the log's true end
+        while await consumer.getmany(*tps, timeout_ms=500, max_records=100_000):
+            pass
+        ends = {tp: await consumer.position(tp) for tp in tps}
         if any(ends.values()):
-            consumer.assign(tps)
-            await consumer.commit({tp: end for tp, end in ends.items()})
+            await consumer.commit(ends)
     finally:
         await consumer.stop()
 

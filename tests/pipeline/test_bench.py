@@ -345,3 +345,36 @@ def test_a_bench_on_a_broker_that_does_not_answer_is_one_line():
     assert run.returncode == 3, run.stderr[-2000:]
     assert "no broker answers at 127.0.0.1:" in run.stderr
     assert "Traceback" not in run.stderr and len(run.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.broker
+def test_the_cpu_sections_worker_starts_at_the_true_end_of_the_raw_topics(settings):
+    # a worker of the CPU section reads only what the bench produces after it: its
+    # group is committed at the raw topics' end, the log's end even where the broker
+    # answers ListOffsets(latest) short of it (Tansu: its last batch's first offset + 1)
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    from pipeline.cluster.admin import kafka_client_kwargs
+    from pipeline.tools.bench_cpu import _start_at_end
+    from pipeline.tools.bench_kafka import produce_all
+    from pipeline.tools.kafka_io import RawRecord
+    from topics.catalog import raw_topic
+
+    topic = raw_topic("codex")
+    asyncio.run(produce_all(settings, [(topic, f"s{i}".encode(), RawRecord(b"{}", "agent", None))
+                                       for i in range(40)]))
+    asyncio.run(_start_at_end(settings))
+
+    async def committed() -> int:
+        consumer = AIOKafkaConsumer(**kafka_client_kwargs(settings), group_id=settings.app_id,
+                                    enable_auto_commit=False)
+        await consumer.start()
+        try:
+            return sum([await consumer.committed(TopicPartition(topic, i)) or 0
+                        for i in range(settings.partitions)])
+        finally:
+            await consumer.stop()
+
+    assert asyncio.run(committed()) == 40
