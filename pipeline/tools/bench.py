@@ -9,7 +9,9 @@ copied into many sessions, so text deltas dominate, with tools and approvals):
 4. the canonflow worker end to end (raw topics -> agents.canonical and agents.chat),
    with one native message per record and with batched records;
 5. `canonflow replay` on one long Claude stream-json file beside a bare msgspec decode
-   of it, and redaction's share (pipeline/tools/bench_replay.py).
+   of it, and redaction's share (pipeline/tools/bench_replay.py);
+6. the worker's CPU microseconds per native message beside the adapter core's, per
+   delivery guarantee (pipeline/tools/bench_cpu.py): CPU time, not a rate.
 
 `--latency` measures, alone, produce -> agents.canonical latency at fixed rates
 (pipeline/tools/bench_latency.py); `--long`, long sessions (bench_long.py).
@@ -23,7 +25,8 @@ AIOKAFKA_LAPS times over; the batched worker runs take BATCHED_LAPS copies of it
 sessions of their own, so each is timed over seconds too). Every run
 is checked: the count of its outputs, and for canonflow the exact canonical events
 per session against the offline replay (a fast wrong answer is not a result).
-Each repetition runs on a fresh embedded broker; the table reports medians.
+Each repetition runs on a fresh broker (the embedded Tansu, or Apache Kafka with
+`--engine kafka`); the table reports medians.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from pipeline.tools.bench_ceilings import (
     bench_adapters_interpreted,
     run_passthrough,
 )
+from pipeline.tools.bench_cpu import run_cpu_bench
 from pipeline.tools.bench_kafka import (
     BenchError,
     changelogs,
@@ -273,7 +277,8 @@ def measure_stall_scan(fixtures: Path, sessions: int = 10_000, repeat: int = 5
 
 def run_bench(settings: Settings, *, messages: int, repeat: int, batch: int,
               fixtures: Path | None, timeout: float, say: Callable[[str], None],
-              recovery_sessions: int = 100_000, replay_messages: int = 0) -> dict[str, Any]:
+              recovery_sessions: int = 100_000, replay_messages: int = 0,
+              guarantees: tuple[str, ...] = ("at_least_once",)) -> dict[str, Any]:
     fixtures = fixtures or default_fixtures()
     sessions = build_workload(fixtures, messages)
     n = n_messages(sessions)
@@ -307,6 +312,11 @@ def run_bench(settings: Settings, *, messages: int, repeat: int, batch: int,
     }
     result.update(_ratios(result, runs, e2e))
     result["memory"] = _memory(sessions, lapped, e2e)
+    # the worker's CPU per message (bench_cpu): its keys at the top level, `modes` per
+    # guarantee
+    result.update(run_cpu_bench(settings, messages=messages, batch=batch, repeat=repeat,
+                                fixtures=fixtures, timeout=timeout, guarantees=guarantees,
+                                say=say))
     if recovery_sessions:
         say(f"table recovery: {recovery_sessions} sessions")
         result["recovery"] = measure_recovery(settings, recovery_sessions, timeout)

@@ -1,6 +1,7 @@
-"""What every section of the bench that goes through a broker shares: a fresh embedded
-broker per run, its topics, producing a workload, observing the outputs arrive, the
-checks of what arrived, a worker's memory and its changelogs' bytes."""
+"""What every section of the bench that goes through a broker shares: a fresh broker
+per run (the embedded Tansu, or Apache Kafka), its topics, producing a workload,
+observing the outputs arrive, the checks of what arrived, a worker's memory and its
+changelogs' bytes."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 
 import msgspec
 
-from pipeline.cluster.broker import EmbeddedBroker, stop_process
+from pipeline.cluster.broker import BrokerProcess, EmbeddedBroker, stop_process
 from pipeline.settings import Settings
 from pipeline.tools.bench_workload import timeless
 from pipeline.tools.kafka_io import RawRecord
@@ -108,11 +109,19 @@ async def observe(settings: Settings, topics: list[str], want: int, timeout: flo
     return Observed(got, first, last, first_fetched)
 
 
-def fresh_broker(settings: Settings) -> tuple[EmbeddedBroker | None, Settings]:
+def fresh_broker(settings: Settings) -> tuple[BrokerProcess | None, Settings]:
+    """A broker of the run's own, and the settings for it: Apache Kafka when
+    `settings.broker_kind` is "kafka" (`canonflow bench --engine kafka`), else the
+    embedded Tansu. With `settings.broker` set, none: the run uses that cluster."""
     if settings.broker:
         return None, settings
-    broker = EmbeddedBroker().start()
-    return broker, embedded_settings(settings, broker.url)
+    if settings.broker_kind == "kafka":
+        from pipeline.cluster.kafka import KafkaBroker
+
+        broker: BrokerProcess = KafkaBroker().start()
+    else:
+        broker = EmbeddedBroker().start()
+    return broker, embedded_settings(settings, broker.url, engine=broker.engine)
 
 
 def scratch_dir(prefix: str) -> tempfile.TemporaryDirectory[str]:

@@ -8,6 +8,8 @@ from typing import Any
 
 def format_report(r: dict[str, Any]) -> str:
     lines = [*_core(r), *_broker(r), *_after(r)]
+    if "modes" in r:
+        lines += ["", *format_cpu_report(r)]
     if "replay" in r:
         from pipeline.tools.bench_replay import format_replay_report
 
@@ -95,6 +97,29 @@ def _after(r: dict[str, Any]) -> list[str]:
                   f"  tick ratio, each session 50x longer          "
                   f"{st['tick_ratio_length']:>9.2f}  "
                   f"(state {st['state_bytes']:,.0f} -> {st['state_bytes_long']:,.0f} bytes)"]
+    return lines
+
+
+def format_cpu_report(r: dict[str, Any]) -> list[str]:
+    """The worker's CPU per native message beside the adapter core's, per guarantee."""
+    w = r["cpu_workload"]
+    lines = [f"CPU per native message, microseconds ({w['messages']:,} messages, "
+             f"medians of {w['repeat']} run(s), CPU time, not a rate)",
+             f"  {'guarantee':<16}{'broker':<14}{'worker':>10}{'core':>10}{'ratio':>8}"
+             f"{'worker':>10}{'core':>10}{'ratio':>8}",
+             f"  {'':<30}{'(up to ' + str(w['batch']) + ' per record)':^28}"
+             f"{'(one per record)':^28}"]
+    for mode, m in r["modes"].items():
+        lines.append(f"  {mode:<16}{m['broker']:<14}"
+                     f"{m['worker_cpu_us_per_msg_batched']:>10.1f}"
+                     f"{m['core_cpu_us_per_msg']:>10.1f}{m['worker_vs_core_batched']:>7.2f}x"
+                     f"{m['worker_cpu_us_per_msg_single']:>10.1f}"
+                     f"{m['core_cpu_us_per_msg_single']:>10.1f}"
+                     f"{m['worker_vs_core_single']:>7.2f}x")
+    for mode, m in r["modes"].items():
+        lines.append(f"  {mode}: idle, the worker uses {m['worker_idle_cores']:.3f} core; at "
+                     f"most {m['idle_share_batched']:.0%} of the batched measure, "
+                     f"{m['idle_share_single']:.0%} of the single")
     return lines
 
 

@@ -60,17 +60,23 @@ def n_messages(sessions: list[Session]) -> int:
     return sum(len(s.lines) for s in sessions)
 
 
-def records_of(session: Session, batch: int) -> list[RawRecord]:
-    """The raw records of a session: up to `batch` consecutive lines of one origin."""
-    out: list[RawRecord] = []
+def line_groups(session: Session, batch: int) -> list[list[Line]]:
+    """The lines of each raw record of a session: up to `batch` consecutive lines of one
+    origin (a client request ends a record)."""
+    out: list[list[Line]] = []
     for line in session.lines:
         last = out[-1] if out else None
-        if last is not None and batch > 1 and last.origin == line.origin and \
-                last.value.count(b"\n") + 1 < batch:
-            last.value += b"\n" + line.data
+        if last is not None and len(last) < batch and last[0].origin == line.origin:
+            last.append(line)
         else:
-            out.append(RawRecord(line.data, line.origin, line.time_ms))
+            out.append([line])
     return out
+
+
+def records_of(session: Session, batch: int) -> list[RawRecord]:
+    """The raw records of a session (line_groups), as they are produced."""
+    return [RawRecord(b"\n".join(ln.data for ln in group), group[0].origin, group[0].time_ms)
+            for group in line_groups(session, batch)]
 
 
 def expected_events(sessions: list[Session]) -> dict[str, list[bytes]]:

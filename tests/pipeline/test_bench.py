@@ -16,6 +16,7 @@ from pipeline.tools.bench_ceilings import (
     bench_adapters_interpreted,
     run_passthrough,
 )
+from pipeline.tools.bench_cpu import guarantee_field
 from pipeline.tools.bench_kafka import BenchError, Observed, verify
 from pipeline.tools.bench_report import format_report
 from pipeline.tools.bench_workload import build_workload, expected_events, n_messages, records_of
@@ -281,3 +282,99 @@ def test_the_latency_report_gives_the_idle_cost_beside_the_floors():
     alone = "\n".join(format_latency_report({"rates": rows, "p99_over_1s_at": None,
                                              "idle": {"worker": idle["worker"]}}))
     assert "passthrough" not in alone.split("idle,")[1]
+
+
+# -- the worker's CPU per native message (canonflow bench --cpu) --------------------------
+
+CPU_KEYS = ("worker_cpu_us_per_msg_batched", "worker_cpu_us_per_msg_single",
+            "core_cpu_us_per_msg", "core_cpu_us_per_msg_single", "worker_vs_core_batched",
+            "worker_vs_core_single")
+
+
+def _bench_cli(*args: str, timeout: float = 900) -> Any:
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CANONFLOW_")}
+    env["PYTHONPATH"] = str(root)
+    return subprocess.run([sys.executable, "-m", "pipeline.cli", "bench", *args], env=env,
+                          cwd=root, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.broker
+def test_bench_json_gives_the_workers_and_the_cores_cpu_per_message(broker):
+    # a tiny workload through a real worker on the test broker: the keys are there and
+    # positive (their values are never asserted: the machine is shared); every run's
+    # events were checked against the offline replay, or the command failed
+    import json
+
+    from pipeline.tools.bench_report import format_cpu_report
+
+    run = _bench_cli("--cpu", "--json", "--broker", broker.url, "--partitions", "4",
+                     "--messages", "100", "--repeat", "1", "--batch", "10",
+                     "--fixtures", str(CAPTURED))
+    assert run.returncode == 0, run.stderr[-2000:]
+    result = json.loads(run.stdout)
+    assert result["guarantee"] == "at_least_once"
+    assert set(result["modes"]) == {"at_least_once"}
+    for keys in (result, result["modes"]["at_least_once"]):
+        for key in CPU_KEYS:
+            assert isinstance(keys[key], float) and keys[key] > 0, (key, keys[key])
+        assert keys["broker"].split()[0] == broker.engine
+    assert result["worker_vs_core_batched"] == pytest.approx(
+        result["worker_cpu_us_per_msg_batched"] / result["core_cpu_us_per_msg"])
+    assert result["cpu_workload"]["messages"] >= 100
+    report = "\n".join(format_cpu_report(result))
+    assert "at_least_once" in report and broker.engine in report
+
+
+@pytest.mark.skipif(guarantee_field() is not None, reason="the worker has a guarantee")
+def test_a_guarantee_the_worker_does_not_read_is_refused_not_measured_as_another():
+    run = _bench_cli("--cpu", "--guarantee", "at_least_once,exactly_once", timeout=120)
+    assert run.returncode == 2
+    assert "exactly_once: this worker runs only at_least_once" in run.stderr
+    assert "Traceback" not in run.stderr
+
+
+def test_a_bench_on_a_broker_that_does_not_answer_is_one_line():
+    from pipeline.cluster.broker import free_port
+
+    run = _bench_cli("--cpu", "--broker", f"kafka://127.0.0.1:{free_port()}", timeout=120)
+    assert run.returncode == 3, run.stderr[-2000:]
+    assert "no broker answers at 127.0.0.1:" in run.stderr
+    assert "Traceback" not in run.stderr and len(run.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.broker
+def test_the_cpu_sections_worker_starts_at_the_true_end_of_the_raw_topics(settings):
+    # a worker of the CPU section reads only what the bench produces after it: its
+    # group is committed at the raw topics' end, the log's end even where the broker
+    # answers ListOffsets(latest) short of it (Tansu: its last batch's first offset + 1)
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    from pipeline.cluster.admin import kafka_client_kwargs
+    from pipeline.tools.bench_cpu import _start_at_end
+    from pipeline.tools.bench_kafka import produce_all
+    from pipeline.tools.kafka_io import RawRecord
+    from topics.catalog import raw_topic
+
+    topic = raw_topic("codex")
+    asyncio.run(produce_all(settings, [(topic, f"s{i}".encode(), RawRecord(b"{}", "agent", None))
+                                       for i in range(40)]))
+    asyncio.run(_start_at_end(settings))
+
+    async def committed() -> int:
+        consumer = AIOKafkaConsumer(**kafka_client_kwargs(settings), group_id=settings.app_id,
+                                    enable_auto_commit=False)
+        await consumer.start()
+        try:
+            return sum([await consumer.committed(TopicPartition(topic, i)) or 0
+                        for i in range(settings.partitions)])
+        finally:
+            await consumer.stop()
+
+    assert asyncio.run(committed()) == 40
