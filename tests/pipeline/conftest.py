@@ -23,13 +23,15 @@ _app_ids = itertools.count()
 
 
 @pytest.fixture
-def broker(tmp_path: Path) -> Iterator[Broker]:
+def broker(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Broker]:
     """A broker with no topic on it (tests.pipeline.brokers): on Tansu, one of the
     test's own (it starts in milliseconds; a broker shared by the whole run made every
     new consumer group read all that earlier tests produced, 100,000 sessions of
     test_bounded_state among them, before its own records); on Kafka, this process's,
-    its topics deleted."""
-    with fresh_broker(tmp_path) as b:
+    no record of an earlier test on it. A test whose topics have other than 4 partitions
+    says so with `@pytest.mark.partitions(n)`."""
+    marker = request.node.get_closest_marker("partitions")
+    with fresh_broker(tmp_path, partitions=marker.args[0] if marker else 4) as b:
         yield b
 
 

@@ -18,7 +18,7 @@ from pipeline.settings import Settings
 from tests.pipeline.brokers import ENGINE
 from topics.catalog import CATALOG, SESSIONS_TOPIC
 
-pytestmark = [pytest.mark.broker,
+pytestmark = [pytest.mark.broker, pytest.mark.partitions(2),
               pytest.mark.skipif(ENGINE != "kafka", reason="altering a topic's configuration "
                                  "is Kafka's: the embedded Tansu serves no AlterConfigs")]
 
