@@ -485,24 +485,38 @@ class KafkaCluster:
         self.wait_for({n for n, x in self.nodes.items() if x.alive()}, timeout)
 
     def restart_all(self, timeout: float = 120.0, stop_timeout: float = 30.0) -> None:
-        """Stop every node at once (SIGTERM, SIGKILL after `stop_timeout` seconds) and
-        start the three again on their ports and data directories."""
+        """Stop every node (stop_all) and start the three again on their ports and data
+        directories (start_all)."""
+        self.stop_all(stop_timeout)
+        self.start_all(timeout)
+
+    def stop_all(self, timeout: float = 30.0) -> None:
+        """SIGTERM to every node at once (Kafka's orderly shutdown), SIGKILL to those
+        still running after `timeout` seconds; their data stays for start_all."""
         for node in self.nodes.values():
             if node.paused:
                 self.resume(node.node_id)
             if node.alive():
                 node.signal(signal.SIGTERM)
         for node in self.nodes.values():
-            node.stop_process(stop_timeout)
+            node.stop_process(timeout)
+
+    def start_all(self, timeout: float = 120.0) -> None:
+        """Start every stopped node again and wait until the metadata lists all three."""
         assert self._jars is not None, "start the cluster first"
         for node in self.nodes.values():
-            node.launch(self._jars)
+            if not node.alive():
+                node.launch(self._jars)
         self.wait_for(set(self.nodes), timeout)
 
     def leader(self, topic: str, partition: int) -> int:
         """The node that leads `topic`'s `partition`, from the cluster's metadata (-1: none).
         Raises BrokerError when the cluster does not know the topic partition."""
         return asyncio.run(_leader(self._answering(), topic, partition))
+
+    def under_replicated(self) -> int:
+        """How many partitions of the cluster have a replica out of sync."""
+        return asyncio.run(_under_replicated(self._answering()))
 
     def controller(self) -> int:
         """The node that leads the KRaft quorum (the active controller), from Kafka's
@@ -555,6 +569,18 @@ async def _leader(bootstrap: str, topic: str, partition: int) -> int:
     finally:
         await admin.close()
     raise BrokerError(f"the cluster has no partition {partition} of {topic}")
+
+
+async def _under_replicated(bootstrap: str) -> int:
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=5000)
+    try:
+        await admin.start()
+        topics = await admin.describe_topics(await admin.list_topics())
+    finally:
+        await admin.close()
+    return sum(1 for t in topics for p in t["partitions"] if len(p["isr"]) < len(p["replicas"]))
 
 
 async def _quorum_leader(bootstrap: str) -> int:
