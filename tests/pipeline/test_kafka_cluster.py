@@ -78,32 +78,46 @@ STREAM = "cluster-load"
 
 
 class Load:
-    """The paced producer: (topic, key, record) items sent CHUNK at a time until `stop`,
-    with acks=all and without idempotence. A send the cluster does not answer is retried
-    by aiokafka (one request in flight per partition, so records keep their order), and
-    its delivery timeout is longer than any fault here: no record is given up."""
+    """The paced producer: (topic, key, record) items handed to the producer CHUNK at a
+    time, PAUSE seconds apart, until `stop`, with acks=all and without idempotence. It
+    does not wait for one chunk's delivery before the next, so that a partition whose
+    leader is gone holds back only its own records. aiokafka retries a send the cluster
+    does not answer (one request in flight per partition, so records keep their order),
+    and its delivery timeout is longer than any fault here: no record is given up.
+    `sent` counts the records handed over; `delivered()` waits for all of them."""
 
     def __init__(self, bootstrap: str, items: list[tuple[str, bytes, RawRecord]]):
         self.bootstrap, self.items = bootstrap, items
         self.sent = 0
         self.stop = False
+        self._deliveries: list[asyncio.Future[Any]] = []
+        self._producer: Any = None
 
     async def run(self) -> None:
         from aiokafka import AIOKafkaProducer
 
-        producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, acks="all",
-                                    linger_ms=5, request_timeout_ms=120_000,
-                                    metadata_max_age_ms=1000)
-        await producer.start()
+        self._producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, acks="all",
+                                          linger_ms=5, request_timeout_ms=120_000,
+                                          metadata_max_age_ms=1000)
+        await self._producer.start()
+        while not self.stop and self.sent < len(self.items):
+            for topic, key, r in self.items[self.sent:self.sent + CHUNK]:
+                self._deliveries.append(await self._producer.send(
+                    topic, r.value, key=key, headers=r.headers(), timestamp_ms=r.t))
+                self.sent += 1
+            await asyncio.sleep(PAUSE)
+
+    async def delivered(self) -> None:
+        """Wait until every record handed over is delivered, then stop the producer.
+        Raises the producer's error for a record it could not deliver."""
         try:
-            while not self.stop and self.sent < len(self.items):
-                chunk = self.items[self.sent:self.sent + CHUNK]
-                futures = [await producer.send(topic, r.value, key=key, headers=r.headers(),
-                                               timestamp_ms=r.t) for topic, key, r in chunk]
-                await asyncio.gather(*futures)
-                self.sent += len(chunk)
-                await asyncio.sleep(PAUSE)
+            await asyncio.gather(*self._deliveries)
         finally:
+            await self.close()
+
+    async def close(self) -> None:
+        producer, self._producer = self._producer, None
+        if producer is not None:
             await producer.stop()
 
 
@@ -318,7 +332,9 @@ async def _faults(cluster: KafkaCluster, settings: Settings, run: Run, logs: Pat
         await asyncio.sleep(2.0)  # the load goes on a little after the last fault
         load.stop = True
         await loading
+        await load.delivered()
         run.sent = load.sent
+        note("every record of the load delivered")
         expected = sum(len(evs) for evs in _expected(run).values())
         deadline = time.monotonic() + 120
         while len(watch.ids) < expected and time.monotonic() < deadline:
@@ -331,6 +347,7 @@ async def _faults(cluster: KafkaCluster, settings: Settings, run: Run, logs: Pat
         load.stop = True
         if not loading.done():
             loading.cancel()
+        await load.close()
         await watch.stop()
         if worker.poll() is None:
             worker.kill()
@@ -432,6 +449,11 @@ def _table(run: Run) -> str:
     return "\n".join(rows) + "\n"
 
 
+def _rss_mib(pid: int | None) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(status.split("VmRSS:")[1].split()[0]) // 1024
+
+
 def run_headers(record: Any) -> list[tuple[str, str]]:
     return [(k, v.decode()) for k, v in record.headers]
 
@@ -457,6 +479,8 @@ def faulted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
         assert created.returncode == 0, created.stdout + created.stderr
         run.notes.append(f"topics created at {time.monotonic() - t0:.1f}s")
         asyncio.run(_faults(cluster, settings, run, logs))
+        run.notes.append("resident MiB per node at the end: " + ", ".join(
+            f"{n.node_id}: {_rss_mib(n.pid)}" for n in cluster.nodes.values()))
     yield run
 
 
