@@ -420,7 +420,7 @@ def _table(run: Run) -> str:
     bad = extra | set(deduped.conflicts)
     rids = Counter(dict(run_headers(r))[HEADER_RECORD] for r in run.raw)
     raw_twice = Counter(int(rid.rpartition(":")[2]) for rid, k in rids.items() for _ in range(k - 1))
-    windows = [(0, 0, "(before the first fault)")] + \
+    windows = [(0, 0, "none yet: the load before the first fault")] + \
               [(f.first_record, f.first_output, f.name) for f in run.faults]
     rows = ["| fault | node | time to flow again | events lost | canonical duplicates "
             "before dedupe | after dedupe | raw records sent twice |",
