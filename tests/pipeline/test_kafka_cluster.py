@@ -11,8 +11,8 @@ did not answer is sent again, and the raw topic holds it twice.
 Meanwhile, one after the other: kill -9 of the leader of a raw partition (restarted
 after), of an agents.canonical partition's, of a session table changelog partition's,
 of the active controller; SIGSTOP of a broker for 30 s, then SIGCONT; a restart of the
-whole cluster. After each, the time until the first new canonical event on the
-partition it touched. At the end, agents.canonical after dedupe by eventId holds
+whole cluster. After each, the time until the first canonical event of a raw record
+sent after it, on the partition it touched. At the end, agents.canonical after dedupe by eventId holds
 exactly the offline replay of what was produced, session by session (nothing lost,
 nothing extra, no id with two contents), and the table of faults goes to
 artifacts/kafka-faults.md.
@@ -68,7 +68,7 @@ PARTITIONS = 4
 #: The provider whose raw topic carries the most records of the workload: the raw and
 #: changelog partitions whose leaders are killed are its.
 BUSIEST = "opencode"
-#: The load: CHUNK records every PAUSE seconds (about 40 a second) until the faults are
+#: The load: CHUNK records every PAUSE seconds (at most 40 a second) until the faults are
 #: over; the workload is larger than what is sent, and the oracle replays what was.
 CHUNK, PAUSE = 10, 0.25
 #: How long a broker stays stopped (SIGSTOP) before SIGCONT.
