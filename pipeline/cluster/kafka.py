@@ -525,7 +525,7 @@ class KafkaCluster:
 
     def stop(self, timeout: float = 15.0) -> None:
         """Stop every node (SIGTERM at once, SIGKILL after `timeout` seconds); then the
-        temporary directory goes, but for the logs kept in it."""
+        temporary directory goes, but for the logs when they are in it."""
         atexit.unregister(self.stop)
         for node in self.nodes.values():
             if node.paused and node.alive():
@@ -534,8 +534,11 @@ class KafkaCluster:
                 node.signal(signal.SIGTERM)
         for node in self.nodes.values():
             node.stop_process(timeout)
-        for node in self.nodes.values():
-            shutil.rmtree(node.workdir / "data", ignore_errors=True)
+        if all(Path(n.log_path or "").parent != self.workdir for n in self.nodes.values()):
+            shutil.rmtree(self.workdir, ignore_errors=True)
+        else:
+            for node in self.nodes.values():
+                shutil.rmtree(node.workdir / "data", ignore_errors=True)
 
     def __enter__(self) -> KafkaCluster:
         return self.start()

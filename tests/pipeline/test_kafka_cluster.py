@@ -311,6 +311,9 @@ async def _faults(cluster: KafkaCluster, settings: Settings, run: Run, logs: Pat
         fault = await inject("kill -9 the active controller", node, led[0] if led else None,
                              lambda: cluster.kill(node))
         await restarted(fault)
+        now = await asyncio.to_thread(cluster.controller)
+        assert now != node, f"node {node}, killed, still leads the quorum"
+        note(f"node {now} is the active controller")
         # 5: SIGSTOP the leader of a canonical partition for 30 s, then SIGCONT
         part = 3
         node = await asyncio.to_thread(cluster.leader, CANONICAL_TOPIC, part)
