@@ -1,4 +1,5 @@
-"""Apache Kafka on this machine: the broker's jars from Maven Central, one KRaft node.
+"""Apache Kafka on this machine: the broker's jars from Maven Central, one KRaft node
+or a cluster of three.
 
 `KafkaBroker` has the shape of the embedded Tansu broker (pipeline.cluster.broker):
 a context manager with `.url`, started and stopped by its own PID, logging to a file.
@@ -14,6 +15,10 @@ with kafka.tools.StorageTool from the same jars (`kafka-storage format`).
 The broker keeps Kafka's defaults (max.message.bytes included), except what a single
 node needs: replication factor 1 and min ISR 1 for its internal topics, and no
 initial rebalance delay, so that a new consumer group joins at once.
+
+`KafkaCluster` runs three such nodes as one cluster (a quorum of three controllers,
+every topic on three replicas, two in sync for a write) for fault tests: a node can
+be killed, stopped, continued or restarted on its ports and data directory.
 """
 
 from __future__ import annotations
