@@ -203,6 +203,25 @@ async def rewind(app: Any, tps: Iterable[Any]) -> None:
         *(TopicPartition(tp.topic, tp.partition) for tp in tps))
 
 
+def read_above_end(app: Any, tps: Iterable[Any]) -> dict[Any, tuple[int, int]]:
+    """Each of `tps` whose read offset in Faust's books is above its partition's end
+    (the high watermark of the last fetch): (read offset, end). Faust hands on no
+    fetched record below its read offset, so none of such a partition's records is
+    processed, wherever the consumer's fetch position is (11 above)."""
+    consumer = app.consumer
+    books = consumer._read_offset
+    out: dict[Any, tuple[int, int]] = {}
+    for tp in tps:
+        read = books.get(tp)  # .get: the books are a defaultdict
+        try:
+            end = consumer.highwater(tp)
+        except Exception:  # the consumer is not started, or lost the partition
+            continue
+        if isinstance(read, int) and isinstance(end, int) and 0 <= end < read:
+            out[tp] = (read, end)
+    return out
+
+
 def _drop_local(table: Any, partitions: Iterable[int]) -> None:
     """Drop the local state of `table`: every entry of an in-memory store (it does not
     know each key's partition: keys are written under the record's partition, not the
