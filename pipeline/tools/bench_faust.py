@@ -49,7 +49,7 @@ def create_stamp_app(settings: Settings) -> faust.App:
     from topics.catalog import CANONICAL_TOPIC, raw_topic
 
     app = _plain_app(settings)
-    tune_consumer(app, settings.fetch_max_wait)  # as the worker fetches (Faust: 1.5 s)
+    tune_consumer(app, settings.fetch_max_wait)  # as the worker fetches
     sink = app.topic(CANONICAL_TOPIC, key_serializer="raw", value_serializer="raw")
 
     async def forward(stream: faust.StreamT) -> None:

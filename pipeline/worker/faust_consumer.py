@@ -250,12 +250,12 @@ class TableManager(FaustTableManager):
         return self._recovery
 
 
-def tune_consumer(app: Any, fetch_wait: float) -> None:
-    """The app's consumer with the longest a fetch waits for records (6 above; Faust:
-    1.5 s fixed), its assignment converted once per assignment (7) and its changelog
+def tune_consumer(app: Any, fetch_wait: float | None) -> None:
+    """The app's consumer with the longest a fetch waits for records (6 above; None:
+    Faust's 1.5 s), its assignment converted once per assignment (7) and its changelog
     partitions paused in aiokafka as Faust pauses them (8). Set before the app starts
     its consumer."""
-    wait_ms = max(1, int(fetch_wait * 1000))
+    wait_ms = None if fetch_wait is None else max(1, int(fetch_wait * 1000))
 
     class Thread(AIOKafkaConsumerThread):  # type: ignore[misc]
         # one per app (this class is): keyed by aiokafka's assignment, so it holds for
@@ -265,7 +265,8 @@ def tune_consumer(app: Any, fetch_wait: float) -> None:
 
         def _create_worker_consumer(self, transport: Any) -> Any:
             consumer = super()._create_worker_consumer(transport)
-            consumer._fetch_max_wait_ms = wait_ms  # read when it starts its fetcher
+            if wait_ms is not None:  # None: Faust's (Kafka answers when a record comes)
+                consumer._fetch_max_wait_ms = wait_ms  # read when it starts its fetcher
             return consumer
 
         def assignment(self) -> Set[TP]:  # type: ignore[override]
