@@ -1,25 +1,64 @@
 """The worker's consumer and table recovery, where they go under Faust's public API.
 
 Faust's consumer (its aiokafka driver) and its table recovery are used as they are,
-except in the places below, each with why. tests/pipeline/test_rooms.py allows this
-module and pipeline.worker.faust_door, and no other, to reach Faust's, mode's or
-aiokafka's internals.
+except in the places below. Each names the private method or attribute it uses, why,
+what it measured on Apache Kafka 4.4 and on the embedded Tansu (faust-streaming 0.15,
+aiokafka 0.14), and the tests that guard it: tests/pipeline/test_faust_consumer.py
+fails, by name, when Faust or aiokafka changes what a workaround relies on, and the
+broker tests named show that a real worker takes the patched path. tests/pipeline/
+test_rooms.py allows this module and pipeline.worker.faust_door, and no other, to
+reach Faust's internals.
 
-5. Table recovery (`Recovery`, `TableManager`): two corrections, without which a
-   restarted worker can lose raw records and a broker that lost its changelogs stops
-   the worker for good (see `Recovery`).
-6. The consumer's fetch wait (`tune_consumer`): Faust's aiokafka driver asks the
-   broker for records with a fixed fetch_max_wait_ms of 1500. A broker that answers a
-   fetch only when that wait is over holds every record of a live session that long.
-7. The consumer's assignment (`tune_consumer`, `AssignmentCache`): converted once per
-   assignment, where Faust's driver converts it at every ask (once per offset
-   committed).
-8. Paused changelogs (`tune_consumer`, `set_fetching`): paused and resumed in aiokafka
-   too, as Faust pauses and resumes them in its own books.
-10. A fetched record handed on without four tasks (`tune_consumer`,
-   `run_until_it_waits`).
-11. A read position reset to the partition's start (`rewind`), with Faust's books of
-   the partition.
+5. Table recovery (`Recovery`, `TableManager`, the app's TableManager setting): three
+   corrections, each needed on both brokers (see `Recovery`).
+   - The flow stopped during Faust's seek to the committed offsets (`stop_flow` before
+     `on_recovery_completed`). Without it a restart skips raw records on Kafka too:
+     test_shutdown's slow-seek test passes (32 s) with it and never gets every output
+     (120 s) without it.
+   - Partitions with no committed offset sought to their start after that seek
+     (`perform_seek`, `_read_offset`, the thread's `seek_to_beginning`): aiokafka's
+     `seek_to_committed` leaves them where the dropped fetch left them, on any broker
+     (test_stop_in_retry).
+   - Tables rebuilt when a changelog ends below what they hold (`_build_offsets`,
+     `active_offsets`, the stores' `_db_for_partition`, `_key_index`,
+     `_key_partition`). Kafka keeps its logs across restarts, but topics deleted and
+     made again lose them: a RocksDB worker then died of Faust's ConsistencyError at
+     every start, as on a Tansu that restarted (test_broker_trouble, both brokers).
+6. The consumer's fetch wait (`tune_consumer`: `_create_worker_consumer`, aiokafka's
+   `_fetch_max_wait_ms`): Tansu only. Faust fixes it at 1.5 s. Tansu answers a fetch
+   only when the wait is over, so each record of a live session waited up to that
+   long: at 5 messages/s, p50 602 ms and p99 1,023 ms, against 31 and 69 ms with
+   50 ms. Kafka answers as soon as a record arrives: p50 19-23 ms, p99 27-41 ms with
+   either wait, and the short one only made an idle worker use 0.05 of a core instead
+   of 0.01. So the wait is 50 ms where the worker runs with Tansu's settings
+   (pipeline.worker.process.embedded_settings), Faust's elsewhere, or
+   CANONFLOW_FETCH_MAX_WAIT when set (test_fetch_wait reads every fetch's wait).
+7. The consumer's assignment (`tune_consumer`, `AssignmentCache`: the thread's
+   `assignment`, `_ensure_consumer`): both brokers (Faust's driver code). Faust
+   converts the whole assignment at every ask, and its commit asks once per offset:
+   quadratic in the partitions. A 20,000-message run spent 0.2-1.0 s of the
+   consumer thread converting (0.75-2.5 ms an ask), on either broker; 0.5-15 ms with
+   the cache (test_faust_consumer's running worker: no conversion at its commits).
+8. Paused changelogs (`tune_consumer`, `set_fetching`: the thread's `_consumer` and
+   `thread_loop`): both brokers (aiokafka's fetcher). Faust pauses a partition only
+   in its own books; aiokafka goes on fetching it and keeps what it fetched. Without
+   this a running worker's fetches named every table changelog: 197 partitions a
+   fetch on Kafka instead of the 64 raw ones (test_fetch_wait's running worker).
+10. A fetched record handed on without four tasks (`tune_consumer`'s `wait_first`,
+   `run_until_it_waits`): both brokers (Faust's fetch loop). Faust races each
+   record's callback against the flow's suspension in four tasks; the callback
+   completes without waiting for 95% of the records, so it runs at once and only one
+   that waits is raced. One message per record, 20,000 messages, the worker's CPU
+   time over the run: Kafka 4.9 s against 12.5 s without it, Tansu 5.6-7.6 s against
+   9.2-10.8 s (test_faust_consumer's running worker: no race for most records).
+11. A read position reset to the partition's start (`rewind`, `read_above_end`:
+   `_read_offset`, `_committed_offset`, `_acked`, `_acked_index`, `_gap`): both
+   brokers, found differently. Faust drops a fetched record below its read offset and
+   an acknowledgement below its committed offset, so a log made again below them is
+   never read, with lag 0. On Tansu the fetch position stays above the end; Kafka
+   answers such a fetch with OFFSET_OUT_OF_RANGE and aiokafka moves the position back
+   to the start, but Faust's read offset stays above the end. The source watch
+   (pipeline.worker.watch) rewinds either (test_health_truth, both brokers).
 """
 
 from __future__ import annotations

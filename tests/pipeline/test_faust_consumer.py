@@ -10,10 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
+import os
 import re
+import time
+from pathlib import Path
 
 import aiokafka
 import faust
+import pytest
 from aiokafka.consumer.consumer import AIOKafkaConsumer
 from faust.tables.recovery import Recovery as FaustRecovery
 from faust.transport.consumer import Consumer as FaustBaseConsumer
@@ -23,8 +28,14 @@ from mode import Service
 from mode.services import WaitResults
 
 from pipeline.settings import Settings
+from pipeline.tools.kafka_io import produce, records_from_file
 from pipeline.worker.app import create_app
 from pipeline.worker.faust_consumer import Recovery, TableManager
+from pipeline.worker.process import WorkerProcess
+from tests.pipeline.conftest import read_topic
+from topics.catalog import CANONICAL_TOPIC
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "captured"
 
 
 def _params(fn: object) -> list[str]:
@@ -175,3 +186,40 @@ def test_the_books_a_rewind_empties_are_the_consumers():
     consumer = _app().consumer
     for name in ("_read_offset", "_committed_offset", "_acked", "_acked_index", "_gap"):
         assert hasattr(consumer, name), name
+
+
+@pytest.mark.broker
+def test_a_running_worker_hands_records_on_without_racing_them_and_commits_unconverted(
+        settings, tmp_path):
+    """Through a real worker on the broker (tests/pipeline/consumer_probe counts Faust's
+    own paths): most fetched records reach the conductor without Faust's four-task race
+    (10: only a callback that waits is raced), and the driver thread's commits never
+    convert the assignment with Faust's own assignment() (7)."""
+    probe = tmp_path / "probe.json"
+    env = {"PYTHONPATH": os.pathsep.join([str(Path(__file__).parent / "consumer_probe")]
+                                         + [p for p in [os.environ.get("PYTHONPATH")] if p]),
+           "TEST_CONSUMER_PROBE": str(probe)}
+    worker = WorkerProcess(settings, log_path=str(tmp_path / "worker.log"), env=env).start()
+    capture = FIXTURES / "codex" / "codex-app-server__tool_shell.capture.jsonl"
+    records = records_from_file(str(capture), "capture")
+    try:
+        for i in range(5):
+            asyncio.run(produce(settings, "codex", f"probe-{i}", records))
+        assert read_topic(settings, CANONICAL_TOPIC, 5, worker=worker, timeout=90.0)
+
+        def counts() -> dict[str, int]:
+            try:
+                return json.loads(probe.read_text())  # type: ignore[no-any-return]
+            except (OSError, ValueError):  # not written yet, or being replaced
+                return {}
+
+        deadline = time.monotonic() + 90.0  # a bound for a hung worker, not a timing
+        while (counts().get("handoffs", 0) < 5 * len(records) or not counts().get("commits")
+               ) and time.monotonic() < deadline and worker.alive():
+            time.sleep(0.2)
+        got = counts()
+    finally:
+        worker.stop()
+    assert got.get("handoffs", 0) >= 5 * len(records), (got, worker.log_path)
+    assert got["raced"] < got["handoffs"] / 2, got
+    assert got["commits"] >= 1 and got["converted"] == 0, got
