@@ -69,10 +69,10 @@ class Settings(Struct, frozen=True, kw_only=True):
     batch_max: int = 500
     #: Seconds a normalize batch waits to fill up to batch_max records.
     batch_within: float = 0.01
-    #: The longest (seconds) a fetch of the worker's consumer waits for records. Kafka
-    #: answers a fetch as soon as a record arrives; a broker that waits it out (the
-    #: embedded Tansu) holds each record up to this long (Faust's own: 1.5 s).
-    fetch_max_wait: float = 0.05
+    #: The longest (seconds) a fetch of the worker's consumer waits for records; unset:
+    #: Faust's 1.5 s, and 0.05 on the embedded Tansu. Kafka answers a fetch as soon as a
+    #: record arrives; Tansu waits it out, holding each record up to this long.
+    fetch_max_wait: float | None = None
     #: A file each normalize batch appends its step timings to, one JSON line (records,
     #: the oldest record's age, seconds to translate, publish, store, count):
     #: `canonflow bench --latency` reads it; empty: none.
@@ -243,7 +243,8 @@ def from_env(env: Mapping[str, str] | None = None, **overrides: Any) -> Settings
         raise ValueError(f"CANONFLOW_{name.upper()}={values[name]!r} is not {kind}" if kind
                          else f"CANONFLOW_{name.upper()}={values[name]!r}: {why}") from None
     for name, least in _LEAST.items():
-        if getattr(settings, name) < least:
+        value = getattr(settings, name)
+        if value is not None and value < least:
             raise ValueError(f"{name} is {getattr(settings, name)}: it must be at least {least} "
                              f"(CANONFLOW_{name.upper()})")
     for name, choices in _CHOICES.items():

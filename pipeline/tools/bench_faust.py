@@ -45,11 +45,11 @@ def create_passthrough_app(settings: Settings, src: str, dst: str) -> faust.App:
 
 
 def create_stamp_app(settings: Settings) -> faust.App:
-    from pipeline.worker.faust_door import tune_consumer
+    from pipeline.worker.faust_consumer import tune_consumer
     from topics.catalog import CANONICAL_TOPIC, raw_topic
 
     app = _plain_app(settings)
-    tune_consumer(app, settings.fetch_max_wait)  # as the worker fetches (Faust: 1.5 s)
+    tune_consumer(app, settings.fetch_max_wait)  # as the worker fetches
     sink = app.topic(CANONICAL_TOPIC, key_serializer="raw", value_serializer="raw")
 
     async def forward(stream: faust.StreamT) -> None:

@@ -36,8 +36,8 @@ from pipeline.ops.metrics import Item, WorkerMetrics
 from pipeline.ops.web import Health, install_web
 from pipeline.settings import Settings
 from pipeline.worker.checkpoint import Checkpoint, Sessions, Tables
+from pipeline.worker.faust_consumer import TableManager, tune_consumer
 from pipeline.worker.faust_door import (
-    TableManager,
     acting_for,
     add_table,
     forget_unacknowledged,
@@ -45,7 +45,6 @@ from pipeline.worker.faust_door import (
     local_size,
     release_acks,
     take_batches,
-    tune_consumer,
 )
 from pipeline.worker.fleet import FleetStage, add_fleet
 from pipeline.worker.idle import add_idle_expiry

@@ -25,6 +25,9 @@ EMBEDDED_PRODUCER_BATCH = 1
 #: Tansu completes a group join only after the rebalance timeout (measured: 30 s
 #: with Faust's default, 5 s with 5 s), so the embedded broker gets a short one.
 EMBEDDED_REBALANCE_TIMEOUT = 3.0
+#: Tansu answers a fetch only when its wait is over, even when records came meanwhile
+#: (see docs/operating/broker.md), so the embedded broker gets a short one.
+EMBEDDED_FETCH_MAX_WAIT = 0.05
 #: The start of the line `canonflow run` prints per attempt while the broker does not answer.
 WAITING = "canonflow: waiting for the broker"
 #: Seconds between two attempts to reach the broker at start: first, doubling to max.
@@ -58,6 +61,8 @@ def embedded_settings(settings: Settings, url: str, engine: str = "tansu") -> Se
     return settings.replace(
         broker=url, broker_kind="tansu",
         producer_max_batch_size=settings.producer_max_batch_size or EMBEDDED_PRODUCER_BATCH,
+        fetch_max_wait=(EMBEDDED_FETCH_MAX_WAIT if settings.fetch_max_wait is None
+                        else settings.fetch_max_wait),
         rebalance_timeout=min(settings.rebalance_timeout, EMBEDDED_REBALANCE_TIMEOUT))
 
 

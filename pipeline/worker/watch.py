@@ -11,7 +11,10 @@ processes nothing while everything else looks fine. The watch repairs it:
 - Topics missing: created again by the code `canonflow run` creates them with
   (pipeline.cluster.admin.create_topics: the catalog's partitions and configuration).
 - A read position above its partition's end: reset to the partition's start
-  (faust_door.rewind); its records are read from there.
+  (faust_consumer.rewind); its records are read from there. On Tansu that is the
+  consumer's fetch position. Apache Kafka moves the fetch position back to the log's
+  start itself, but Faust's read offset stays above the end and Faust drops every
+  record below it: there the read offset is the position reset.
 
 Each repair is one warning line and counted on /health (`sources.repairs`). A problem
 /health still reports CANONFLOW_STUCK_AFTER seconds after it first did (a topic that
@@ -43,7 +46,7 @@ from pipeline.ops.progress import (
 )
 from pipeline.ops.web import Health, recovering, source_partitions
 from pipeline.settings import Settings
-from pipeline.worker.faust_door import rewind
+from pipeline.worker.faust_consumer import read_above_end, rewind
 from pipeline.worker.output import OutputProducer
 
 log = logging.getLogger("canonflow")
@@ -98,7 +101,7 @@ class SourceWatch:
         if not rebalancing:
             views = await read_partitions(self.app, source_partitions(self.app))
             health.sources, health.sources_at = views, time.time()
-            ahead = [v for v in views if v.ahead]
+            ahead = [v for v in views if v.ahead] + self._read_above_end(views)
             if ahead:
                 await self._rewind(ahead)
         judged = not (rebalancing or health.output_failing)
@@ -137,6 +140,22 @@ class SourceWatch:
             what = f"created {len(created)} missing topics again ({', '.join(created[:5])})"
             log.warning("canonflow: the broker lost topics: %s", what)
             self.health.repaired(what)
+
+    def _read_above_end(self, views: list[PartitionView]) -> list[PartitionView]:
+        """The partitions whose fetch position is within the log, but whose read offset
+        in Faust's books is above its end, as views whose position is that read offset.
+        Apache Kafka answers a fetch above the log end with an error, and the consumer
+        starts again at the log's start (auto_offset_reset); Faust then drops every record
+        it fetches below its read offset, so they are all skipped, with lag 0."""
+        within = {(v.topic, v.partition): v for v in views if not v.ahead}
+        above = read_above_end(self.app, [tp for tp in source_partitions(self.app)
+                                          if (tp.topic, tp.partition) in within])
+        out = []
+        for tp, (read, end) in sorted(above.items()):
+            view = within[(tp.topic, tp.partition)]
+            out.append(PartitionView(topic=tp.topic, partition=tp.partition, end=end,
+                                     position=read, committed=view.committed, read=view.read))
+        return out
 
     async def _rewind(self, ahead: list[PartitionView]) -> None:
         tps = {(v.topic, v.partition) for v in ahead}

@@ -218,8 +218,10 @@ def test_the_latency_floor_is_a_faust_passthrough_with_the_workers_consumer():
     from pipeline.settings import Settings
     from pipeline.tools.bench_faust import create_stamp_app, stamp
     from pipeline.tools.bench_latency import _created_ms
+    from pipeline.worker.process import embedded_settings
 
-    settings = Settings(broker="kafka://127.0.0.1:9", web_enabled=False)
+    # on Tansu, as the worker there
+    settings = embedded_settings(Settings(web_enabled=False), "kafka://127.0.0.1:9")
 
     async def build() -> tuple[set[str], int]:
         app = create_stamp_app(settings)

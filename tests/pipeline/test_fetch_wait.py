@@ -1,7 +1,7 @@
-"""The worker's consumer (pipeline.worker.faust_door.tune_consumer, issue 24): it waits
-at most CANONFLOW_FETCH_MAX_WAIT for a fetch (Faust's driver fixes 1.5 s, and a broker
-that waits a fetch out, the embedded Tansu, then held every record of a live session up
-to that long), converts its assignment once per assignment (Faust's driver converts it
+"""The worker's consumer (pipeline.worker.faust_consumer.tune_consumer): it waits at
+most CANONFLOW_FETCH_MAX_WAIT for a fetch, 50 ms on Tansu unless set (Faust's driver
+fixes 1.5 s, and a broker that waits a fetch out, the embedded Tansu, then held every
+record of a live session up to that long; Kafka keeps Faust's), converts its assignment once per assignment (Faust's driver converts it
 whole at every ask, and asks once per offset it commits: quadratic in the partitions),
 and pauses the table changelogs in aiokafka when Faust pauses them in its own books
 (else aiokafka goes on fetching them)."""
@@ -21,8 +21,8 @@ from faust.types import TP
 from pipeline.settings import Settings
 from pipeline.tools.kafka_io import produce, records_from_file
 from pipeline.worker.app import create_app
-from pipeline.worker.faust_door import AssignmentCache
-from pipeline.worker.process import WorkerProcess
+from pipeline.worker.faust_consumer import AssignmentCache
+from pipeline.worker.process import WorkerProcess, embedded_settings
 from tests.pipeline.conftest import read_topic
 from topics.catalog import CANONICAL_TOPIC, raw_topic
 
@@ -39,10 +39,14 @@ def _fetch_wait_ms(settings: Settings) -> int:
     return asyncio.run(build())
 
 
-def test_the_consumer_fetches_with_the_configured_wait():
+def test_the_consumer_fetches_with_the_configured_wait_and_50_ms_on_tansu():
     base = Settings(broker="kafka://127.0.0.1:9", web_enabled=False)
-    assert _fetch_wait_ms(base) == 50
-    assert _fetch_wait_ms(base.replace(fetch_max_wait=1.5)) == 1500
+    assert _fetch_wait_ms(base) == 1500  # Faust's: Kafka answers when a record comes
+    assert _fetch_wait_ms(base.replace(fetch_max_wait=0.2)) == 200
+    on_tansu = embedded_settings(base, base.broker)
+    assert _fetch_wait_ms(on_tansu) == 50
+    assert _fetch_wait_ms(embedded_settings(base.replace(fetch_max_wait=0.2), base.broker)) == 200
+    assert _fetch_wait_ms(embedded_settings(base, base.broker, engine="kafka")) == 1500
 
 
 class _Assigned:
@@ -163,12 +167,21 @@ def test_a_running_worker_fetches_its_raw_partitions_and_no_changelog(settings, 
         worker.stop()
     later = _fetched(fetches, since)
     assert len(later) >= 5, f"the worker sent {len(later)} fetches; see {worker.log_path}"
+    # the wait tune_consumer sets (50 ms on Tansu), or Faust's (1.5 s on Kafka)
+    want_ms = 1500 if settings.fetch_max_wait is None else int(settings.fetch_max_wait * 1000)
+    assert _waits(fetches) == {want_ms}
     raw = {t for f in later for t in f if t.startswith("agents.raw.")}
     changelogs = sorted({t for f in later for t in f if t.endswith("-changelog")})
     assert raw == {raw_topic(p) for p in settings.providers}
     assert not changelogs, f"fetched changelog partitions while running: {changelogs}"
     assert all(n == settings.partitions for f in later for t, n in f.items()
                if t.startswith("agents.raw."))
+
+
+def _waits(path: Path) -> set[int]:
+    """The max wait (ms) of every fetch request."""
+    return {json.loads(line)["max_wait_ms"] for line in path.read_text().splitlines()
+            if line.strip()}
 
 
 def _fetched(path: Path, since: float) -> list[dict[str, int]]:

@@ -23,7 +23,6 @@ from pipeline.settings import Settings, from_env
 from pipeline.tools.kafka_io import produce, records_from_file
 from pipeline.worker.process import WorkerProcess
 from pipeline.worker.watch import EXIT_UNREPAIRED, UNREPAIRED
-from tests.pipeline.brokers import ENGINE
 from tests.pipeline.test_metrics import (
     CAPTURE,
     health,
@@ -229,15 +228,17 @@ async def _commit(settings: Settings, offsets: dict[tuple[str, int], int]) -> No
 
 @pytest.mark.broker
 @pytest.mark.tansu
-@pytest.mark.skipif(ENGINE == "kafka", reason=(
-    "on Apache Kafka 4.4 a group committed above the log end reads nothing and /health "
-    "stays ok: not yet understood (Faust's seek to the committed offset against aiokafka's "
-    "OFFSET_OUT_OF_RANGE reset); runs on Tansu, in the smoke set"))
 def test_a_read_position_above_the_log_end_is_reset_to_the_start_and_read(broker, tmp_path):
     """A group's committed offsets above its partitions' ends (the topic was made again
     under them: the broker lost its storage, a topic deleted and created): the worker
-    fetched there and got nothing, forever, with /health ok and lag 0. Now /health says
-    so, the worker reads each such partition from its start, and /health is ok again."""
+    read nothing, forever, with /health ok and lag 0. Now /health says so, the worker
+    reads each such partition from its start, and /health is ok again.
+
+    Tansu answers a fetch above the log end with no records: the fetch position stays
+    there. Apache Kafka answers it with OFFSET_OUT_OF_RANGE, and the consumer starts
+    again at the log's start itself (auto_offset_reset), but Faust's books keep the
+    committed offset as the read offset, and Faust drops every fetched record below it:
+    there the read offset is the position the watch resets."""
     settings = worker_settings(broker.url, tmp_path, engine=broker.engine,
                                app_id="canonflow-above-end")
     keys = {f"early-{i}".encode() for i in range(6)}
@@ -247,18 +248,13 @@ def test_a_read_position_above_the_log_end_is_reset_to_the_start_and_read(broker
     asyncio.run(_commit(settings, {(raw_topic("codex-exec"), p): 1000
                                    for p in range(settings.partitions)}))
     worker = started(settings, tmp_path)
-    # Apache Kafka answers a fetch above the log end with OFFSET_OUT_OF_RANGE, and the
-    # consumer starts again at the earliest offset itself (Faust's auto_offset_reset); an
-    # embedded Tansu answers with nothing, forever: there the worker's watch repairs it
-    on_tansu = ENGINE == "tansu"
     try:
-        if on_tansu:
-            sources = wait_for(lambda: (s := _sources(settings.web_port)).get("repairs") and s,
-                               "the read positions reset", worker=worker)
-            assert sources["lastProblem"].startswith(
-                "read position above the log end (the topic was made again): "
-                "agents.raw.codex-exec["), sources
-            assert " at 1000 > end " in sources["lastProblem"], sources
+        sources = wait_for(lambda: (s := _sources(settings.web_port)).get("repairs") and s,
+                           "the read positions reset", worker=worker)
+        assert sources["lastProblem"].startswith(
+            "read position above the log end (the topic was made again): "
+            "agents.raw.codex-exec["), sources
+        assert " at 1000 > end " in sources["lastProblem"], sources
         got = read_keys(settings, CANONICAL_TOPIC, keys, lambda recs: {
             r.key for r in recs if json.loads(r.value)["type"] == "turn.completed"} == keys,
             timeout=120, worker=worker)
@@ -270,7 +266,7 @@ def test_a_read_position_above_the_log_end_is_reset_to_the_start_and_read(broker
                  "every record committed (lag 0)", worker=worker)
         text = _log(tmp_path / "worker.log")
         assert ("canonflow: read positions reset to the start of their new log: "
-                "agents.raw.codex-exec[" in text) == on_tansu, text[-3000:]
+                "agents.raw.codex-exec[" in text), text[-3000:]
         assert "Traceback" not in text, text[-3000:]
     finally:
         worker.stop()

@@ -2,7 +2,8 @@
 Python at start-up by a worker started with this directory on PYTHONPATH and
 TEST_FETCH_LOG=<path of a file>. Nothing happens without the variable.
 
-Each fetch request is one JSON line: {"t": unix time, "topics": {topic: partitions}}.
+Each fetch request is one JSON line: {"t": unix time, "topics": {topic: partitions},
+"max_wait_ms": the longest the broker may hold it}.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ if _LOG:
         if type(request).__name__ == "FetchRequest":
             topics = {topic: len(partitions) for topic, partitions in request.topics}
             with open(_LOG, "a") as fh:
-                fh.write(json.dumps({"t": time.time(), "topics": topics}) + "\n")
+                fh.write(json.dumps({"t": time.time(), "topics": topics,
+                                     "max_wait_ms": request._max_wait_ms}) + "\n")
         return _send(self, request, expect_response)
 
     AIOKafkaConnection.send = send  # type: ignore[method-assign]
