@@ -172,6 +172,19 @@ def reasons(*, missing: list[str], short: list[str], ahead: list[PartitionView],
     return out
 
 
+async def _each_within(calls: list[Any], timeout: float) -> list[Any]:
+    """Each call's result, or None for one that failed or did not end within `timeout`
+    (it is cancelled, and what it raised is taken, so none is left unretrieved)."""
+    tasks = [asyncio.ensure_future(c) for c in calls]
+    if not tasks:
+        return []
+    _, pending = await asyncio.wait(tasks, timeout=timeout)
+    for task in pending:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    return [None if t.cancelled() or t.exception() is not None else t.result() for t in tasks]
+
+
 async def read_partitions(app: Any, tps: Iterable[Any]) -> list[PartitionView]:
     """The partitions `tps` as the app's consumer sees them (Faust's public consumer API:
     highwater, position, earliest_offsets; the monitor's committed offsets)."""
@@ -187,12 +200,7 @@ async def read_partitions(app: Any, tps: Iterable[Any]) -> list[PartitionView]:
             return None
         return high if isinstance(high, int) and high >= 0 else None
 
-    try:
-        positions = await asyncio.wait_for(
-            asyncio.gather(*(consumer.position(tp) for tp in tps), return_exceptions=True),
-            timeout=READ_TIMEOUT)
-    except TimeoutError:
-        positions = [None] * len(tps)
+    positions = await _each_within([consumer.position(tp) for tp in tps], READ_TIMEOUT)
     views = [PartitionView(topic=tp.topic, partition=tp.partition, end=end_of(tp),
                            position=pos if isinstance(pos, int) and pos >= 0 else None,
                            committed=committed.get(tp), read=read.get(tp))
