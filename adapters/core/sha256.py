@@ -46,6 +46,13 @@ _CTX_SIZE: Final = 112
 _DATA_AT: Final = 40
 _NUM_AT: Final = 104
 
+# the midstate's words (big-endian) and the context's (native), packed in one call each
+_BE_WORDS: Final = struct.Struct(">8I")
+_CTX_HEAD: Final = struct.Struct("=10I")  # h[8], Nl, Nh
+_CTX_TAIL: Final = struct.Struct("=II")  # num, md_len
+_CTX_WORDS: Final = struct.Struct("=8I")
+_NUM: Final = struct.Struct("=I")
+
 #: libcrypto's SHA256_Update and SHA256_Final, once looked up ([] before the first use;
 #: [None, None]: not usable, the compression runs in Python)
 _LIB: list[Any] = []
@@ -65,8 +72,8 @@ def extend(state: bytes, size: int, data: bytes) -> bytes:
     ctx = _context(state, size)
     update(ctx, data, len(data))
     raw = ctx.raw
-    num = struct.unpack_from("=I", raw, _NUM_AT)[0]
-    return struct.pack(">8I", *struct.unpack_from("=8I", raw, 0)) + raw[_DATA_AT:_DATA_AT + num]
+    num = _NUM.unpack_from(raw, _NUM_AT)[0]
+    return _BE_WORDS.pack(*_CTX_WORDS.unpack_from(raw, 0)) + raw[_DATA_AT:_DATA_AT + num]
 
 
 def hexdigest(state: bytes, size: int) -> str:
@@ -87,10 +94,8 @@ def _context(state: bytes, size: int) -> Any:
     pending = state[32:]
     bits = size * 8
     return ctypes.create_string_buffer(
-        struct.pack("=8I", *struct.unpack_from(">8I", state, 0))
-        + struct.pack("=II", bits & _M32, (bits >> 32) & _M32)
-        + pending + bytes(64 - len(pending)) + struct.pack("=II", len(pending), 32),
-        _CTX_SIZE)
+        _CTX_HEAD.pack(*_BE_WORDS.unpack_from(state, 0), bits & _M32, (bits >> 32) & _M32)
+        + pending + bytes(64 - len(pending)) + _CTX_TAIL.pack(len(pending), 32), _CTX_SIZE)
 
 
 def _functions() -> list[Any]:

@@ -183,8 +183,9 @@ class ItemPayload(Payload, frozen=True, kw_only=True):
     outputLength: Annotated[int | UnsetType, Meta(description=(
         "With outputTruncated: the whole output's length in characters; absent otherwise."))] = UNSET
     outputSha256: Annotated[str | UnsetType, Meta(description=(
-        "With outputTruncated: the SHA-256 of the whole output's UTF-8 bytes, lowercase hex "
-        "(the item's content.delta events joined, when it streamed); absent otherwise."))] = UNSET
+        "With outputTruncated: the SHA-256 of the whole output's UTF-8 bytes as the runtime "
+        "sent them, lowercase hex: the item's content.delta events joined, when it "
+        "streamed (unless a secret in them was redacted); absent otherwise."))] = UNSET
     textTruncated: Annotated[bool | UnsetType, Meta(description=(
         "True when `text` was cut in the middle, as `output` is (see outputTruncated); "
         "absent when whole. The item's content.delta events still carry every "
