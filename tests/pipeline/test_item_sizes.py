@@ -144,6 +144,7 @@ def all_records(settings: Any, name: str) -> list[Any]:
     return got
 
 
+@pytest.mark.broker
 def test_large_outputs_and_inputs_fit_a_default_cluster_with_nothing_refused(
         settings, tmp_path: Path) -> None:
     assert topic(CANONICAL_TOPIC).max_message_bytes == 1_048_588
@@ -212,4 +213,34 @@ def test_large_outputs_and_inputs_fit_a_default_cluster_with_nothing_refused(
         assert len(head) > 256 * 1024  # cut only as far as the limit needs
 
 
-pytestmark = pytest.mark.broker
+def test_with_include_raw_an_output_sent_whole_stays_whole_and_raw_gives_way(tmp_path: Path):
+    """`canonflow replay --include-raw` (a child process, as the worker with
+    CANONFLOW_INCLUDE_RAW): a command output of 700 KB that Codex sent whole in
+    aggregatedOutput passes whole, past the 64 KiB cap; the event with the native
+    message again in `raw` would not fit, so `raw.payload` is left out, with its size
+    and SHA-256."""
+    lines = fixture(CODEX)
+    output = "".join(f"row {i:07d}\n" for i in range(700_000 // 12))
+    for x in lines:
+        item = x["msg"].get("params", {}).get("item", {})
+        if x["msg"].get("method") == "item/completed" and item.get("type") == "commandExecution":
+            item["aggregatedOutput"] = output
+            native = json.dumps(x["msg"]).encode()
+    path = capture(lines, tmp_path / "raw.capture.jsonl")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", "replay", "-p", "codex", "--format", "capture",
+         "--include-raw", str(path)], capture_output=True, env=env, check=True, cwd=ROOT)
+    assert done.stderr == b""
+    assert max(len(x) for x in done.stdout.splitlines()) <= MAX_EVENT_BYTES
+    events = [json.loads(x) for x in done.stdout.splitlines()]
+    [completed] = [e for e in events if e["type"] == "item.completed"
+                   and e["payload"]["itemType"] == "command_execution"]
+    assert completed["payload"]["output"] == output
+    assert "outputTruncated" not in completed["payload"]
+    raw = completed["raw"]
+    assert raw["payload"] is None and raw["payloadTruncated"] is True
+    assert raw["payloadBytes"] == len(native)
+    assert raw["payloadSha256"] == hashlib.sha256(native).hexdigest()
+    # the events that fit keep their raw message
+    assert all(e["raw"]["payload"] is not None for e in events if e is not completed)
