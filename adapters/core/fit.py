@@ -14,7 +14,8 @@ the event is still too large:
 1. `raw`: its payload (the native message, which is in its raw topic at its offset)
    becomes null, with `payloadTruncated`, `payloadBytes` and `payloadSha256`.
 2. On an item's event, the longest of `output`, `text`, `diff` and the strings in
-   `input` and `data` (the runtime's own item, which may repeat the output): each
+   `input` and `data` (the runtime's own item, which may repeat the output), cut
+   down to one length, as far as the event needs and never below MIN_KEEP: each
    keeps its start and its end around a line that says how many characters were
    left out, as the per-item cap cuts an output, and is marked (`outputTruncated`,
    `outputLength`, `outputSha256`; `inputTruncated`, `inputLength` and `inputSha256`
@@ -22,8 +23,8 @@ the event is still too large:
 
 An event it cannot fit that way (not an item's, or too large in its other fields) is
 replaced by a runtime.warning that says so (`fit_or_warn`), and the worker
-dead-letters the event. The cut is a function of the event and the
-limit alone: replay and the worker cut the same event the same way.
+dead-letters the event. The cut is a function of the event and the limit alone:
+replay and the worker cut the same event the same way.
 """
 
 from __future__ import annotations
