@@ -468,10 +468,12 @@ class Emitter:
         before: int = f[_S_SIZE]
         if f[_S_SPOOLED] and text:
             # a spooled stream's SHA-256 follows every byte: past the cap, the completion
-            # carries the digest of the whole, which its spool no longer holds
+            # carries the digest of the whole, which its spool no longer holds (none for
+            # a stream stored without one, by an older version: b"" after bytes)
+            sha: bytes = f[_S_SHA]
             new = replace(st, chars=f[_S_CHARS] + len(text), size=before + size,
                           digest=_extend(f[_S_DIGEST], data),
-                          sha=_sha_extend(f[_S_SHA], before, data))
+                          sha=_sha_extend(sha, before, data) if sha or not before else sha)
             if len(text) <= _CHUNK:
                 new = self._spool(key, new, before, text, size)
             else:  # no table value above _CHUNK characters
@@ -573,7 +575,7 @@ class Emitter:
         head = "".join([self._read(key, n) for n in range(st.head)])
         tail = "".join([self._read(key, n) for n in range(st.prev, st.chunks)])
         return Whole(f"{head}\n[canonflow: {st.cut} characters left out]\n{tail}{st.pend}",
-                     st.chars, True, st.sha, st.size)
+                     st.chars, True, st.sha or None, st.size)
 
     def _read(self, key: str, n: int) -> str:
         parts = self._fresh.get(key)

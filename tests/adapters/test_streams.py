@@ -176,3 +176,16 @@ def test_a_stream_kept_whole_is_never_cut_at_the_cap() -> None:
     out._flush()
     got = emitter(spool, out.streams, cap=2000).take("i1", "json")
     assert got is not None and not got.truncated and got.text == "".join(parts)
+
+
+def test_a_stream_stored_without_a_digest_completes_without_one() -> None:
+    """A stream an older version stored (no midstate after its first bytes) gets no
+    digest rather than a wrong one."""
+    spool = MemorySpool()
+    streams = record(spool, {}, "x" * 1500, cap=2000)
+    streams = {k: msgspec.structs.replace(v, sha=b"") for k, v in streams.items()}
+    for _ in range(5):
+        streams = record(spool, streams, "y" * 500, cap=2000)
+    got = emitter(spool, streams, cap=2000).take("i1", "out")
+    assert got is not None and got.truncated and got.sha256 is None
+    assert "outputSha256" not in whole_fields(got) and whole_fields(got)["outputLength"] == 4000
