@@ -80,9 +80,9 @@ class Settings(Struct, frozen=True, kw_only=True):
     #: Records larger than this go to the dead-letter topic untranslated.
     max_record_bytes: int = 1024 * 1024
     #: The most one item's pending text or output keeps (UTF-8 bytes): past it the
-    #: completed item carries its start and end, `outputTruncated` and `outputLength`
-    #: (topics.canonical.ItemPayload); its deltas still carry every byte.
-    item_cap: int = 8 * 1024 * 1024
+    #: completed item carries its start and end, `outputTruncated`, `outputLength` and
+    #: `outputSha256` (topics.canonical.ItemPayload); its deltas still carry every byte.
+    item_cap: int = 64 * 1024
     #: The largest message the cluster accepts on agents.deadletter (its
     #: max.message.bytes; Kafka's default is 1048588): longer dead letters keep only the
     #: first bytes of the original, with its size and hash (topics.records.DeadLetter).

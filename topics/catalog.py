@@ -21,18 +21,26 @@ PROVIDERS: tuple[str, ...] = tuple(r.id for r in RUNTIMES)
 DEFAULT_PARTITIONS = 12
 DAY_MS = 24 * 60 * 60 * 1000
 
-#: max.message.bytes of the canonical and chat topics: a completed item carries its
-#: whole output up to the per-item cap (CANONFLOW_ITEM_CAP, 8 MiB), JSON-escaped, and a
-#: native message of up to CANONFLOW_MAX_RECORD_BYTES (1 MiB) can become an event of
-#: about twice that (the message again in `raw`), far above Kafka's default of 1 MB.
-#: An event or chat record still larger is replaced by a runtime.warning (chat: an
-#: error record) and dead-lettered, never sent to be refused (pipeline.normalize).
-EVENT_MAX_MESSAGE_BYTES = 20 * 1024 * 1024
-#: max.message.bytes of the table changelogs: a session value is bounded (lengths and
-#: digests, docs "State"), a spooled chunk is at most one record's text (1 MiB).
-CHANGELOG_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 #: max.message.bytes of the other topics (raw, dead letters, metrics): Kafka's default.
 DEFAULT_MAX_MESSAGE_BYTES = 1_048_588
+#: max.message.bytes of the canonical and chat topics: Kafka's default, so they need no
+#: setting a cluster's policy may refuse. No event is larger (adapters.core.fit): a
+#: delta is split, an item's text or output joined from deltas is cut at the per-item
+#: cap (CANONFLOW_ITEM_CAP, 64 KiB), and what a runtime sent whole is cut in the middle
+#: only where the event would not fit.
+EVENT_MAX_MESSAGE_BYTES = DEFAULT_MAX_MESSAGE_BYTES
+#: What a record needs besides its value within max.message.bytes: the record batch's
+#: header (61 bytes), the record's own, its key and its CloudEvents headers.
+RECORD_ROOM = 4096
+#: The most bytes of JSON one canonical event or chat record holds (MAX_EVENT_BYTES plus
+#: its key and headers fit in EVENT_MAX_MESSAGE_BYTES).
+MAX_EVENT_BYTES = EVENT_MAX_MESSAGE_BYTES - RECORD_ROOM
+#: max.message.bytes of the table changelogs: Kafka's default. A session value is
+#: bounded (lengths, digests and hash midstates, held-back tails of at most 8 Ki
+#: characters; docs "State") and a spooled chunk holds at most 16 Ki characters (64 KiB
+#: of UTF-8), and Faust's producer, which writes them, sends no request above
+#: 1,000,000 bytes (producer_max_request_size) whatever the topic takes.
+CHANGELOG_MAX_MESSAGE_BYTES = DEFAULT_MAX_MESSAGE_BYTES
 
 Cleanup = Literal["delete", "compact", "compact,delete"]
 

@@ -193,7 +193,7 @@ def _block_delta(state: State, out: Emitter, m_key: str, key: str, delta: dict[s
         block = state.blocks.get(key)
         part = delta.get("partial_json")
         if block is not None and block.kind == "tool" and block.tool and isinstance(part, str):
-            out.append(out.id("itm", block.tool), _JSON, part)
+            out.append(out.id("itm", block.tool), _JSON, part, whole=True)
         return state
     # signature_delta (thinking signature), citations_delta: nothing a reader shows
     return state
@@ -207,8 +207,8 @@ def _block_stop(state: State, out: Emitter, m_key: str, index: int, parent: str 
     if block.kind == "tool":
         tid = block.tool
         if tid and tid in state.tools and not state.tools[tid].final:
-            # the input as streamed; never cut: one message's output (max output
-            # tokens) is far below the per-item cap
+            # the input as streamed, never cut at the per-item cap (Stream.whole): a
+            # cut would not parse; one message's output (its max output tokens) bounds it
             whole = out.whole(out.id("itm", tid), _JSON)
             state = _drop_block(state, out, key)
             state = _finalize_tool(state, out, tid,

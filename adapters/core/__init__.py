@@ -25,6 +25,7 @@ from adapters.core.contract import (
     Stream,
 )
 from adapters.core.emitter import DEFAULT_ITEM_CAP, UNSET, Emitter
+from adapters.core.fit import fit_event, fit_or_warn
 from adapters.core.ids import canonical_id, event_id, iso_ms
 from adapters.core.record import (
     Translator,
@@ -60,6 +61,8 @@ __all__ = [
     "idle_close_time",
     "decode_message",
     "event_id",
+    "fit_event",
+    "fit_or_warn",
     "iso_ms",
     "new_session",
     "split_lines",

@@ -86,6 +86,13 @@ class Stream(Stored, frozen=True, kw_only=True):
     # and the spool can redact chunk by chunk (at most HOLD_MAX characters; last, as a
     # field added to a stored array must be)
     pend: str = ""
+    # of a spooled stream: the SHA-256 midstate of the bytes it carried
+    # (adapters.core.sha256), for the digest of a completion cut to the cap
+    sha: bytes = b""
+    # kept whole past the cap: a tool input a runtime streams in parts and the adapter
+    # parses at its end (bounded by the runtime's output limit per message), which a
+    # cut would make unreadable
+    whole: bool = False
 
 
 class Held(Stored, frozen=True, kw_only=True):

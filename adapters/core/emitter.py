@@ -23,6 +23,7 @@ from adapters.core.ids import (
     _with_seq,
     iso_ms,
 )
+from adapters.core.sha256 import extend as _sha_extend
 from adapters.core.spool import MemorySpool, Spool, Whole
 from topics.canonical import (
     SCHEMA_VERSION,
@@ -67,13 +68,17 @@ _hold_point: Final = hold_point
 
 #: The most a spooled stream keeps of one item's text or output, in UTF-8 bytes (see
 #: Emitter "Streams"); the worker's is CANONFLOW_ITEM_CAP.
-DEFAULT_ITEM_CAP: Final = 8 * 1024 * 1024
+DEFAULT_ITEM_CAP: Final = 64 * 1024
 #: What one raw record may emit at most, one line at a time: past these, unknown-type
 #: warnings are counted into one warning and failed lines into one dead letter (a record
 #: of 100,000 bad lines gave 100,000 dead letters, 24.5 MB; the record itself stays in its
 #: raw topic at its offset, so nothing is lost).
 MAX_WARNINGS_PER_RECORD: Final = 32
 MAX_FAILURES_PER_RECORD: Final = 32
+#: The most characters one content.delta carries: a longer one is split in several
+#: (Emitter._split). JSON escapes a character in at most 6 bytes, so a delta's event
+#: stays under 1 MiB, Kafka's default max.message.bytes.
+DELTA_MAX: Final = 128 * 1024
 #: The most a stream holds back (Emitter, "Held back"): past it, everything goes out.
 HOLD_MAX: Final = 8 * 1024
 #: The most characters one spooled chunk holds: at most 64 KiB of UTF-8, the bound on
@@ -91,8 +96,10 @@ _S_CUR_SIZE: Final = 7
 _S_CUT: Final = 8
 _S_SPOOLED: Final = 9
 _S_PEND: Final = 10
+_S_SHA: Final = 11
+_S_WHOLE: Final = 12
 fields_in_order(Stream, "chars", "size", "digest", "chunks", "head", "prev", "cur", "curSize",
-                "cut", "spooled", "pend")
+                "cut", "spooled", "pend", "sha", "whole")
 
 
 # ---------------------------------------------------------------------------
@@ -240,6 +247,9 @@ class Emitter:
               thread: str | UnsetType, turn: str | UnsetType, item: str | UnsetType,
               request: str | UnsetType, parent: str | UnsetType,
               refs: ProviderRefs | UnsetType, with_raw: bool) -> None:
+        if cls is _ContentDelta and len(payload.delta) > DELTA_MAX:  # type: ignore[attr-defined]
+            self._split(payload, synthetic, thread, turn, item, parent, refs, with_raw)  # type: ignore[arg-type]
+            return
         self.seq = seq = self.seq + 1
         agent = self.agent
         if cls is _SessionStarted and isinstance(agent, UnsetType):
@@ -269,6 +279,26 @@ class Emitter:
                 payload=payload,
             )
         )
+
+    def _split(self, payload: ContentDeltaPayload, synthetic: bool, thread: str | UnsetType,
+               turn: str | UnsetType, item: str | UnsetType, parent: str | UnsetType,
+               refs: ProviderRefs | UnsetType, with_raw: bool) -> None:
+        """A delta longer than DELTA_MAX as several deltas that join to it: one event
+        must fit its topic's max.message.bytes (adapters.core.fit). With a hold policy,
+        a piece ends before what may start a secret, so no secret is split."""
+        text = payload.delta
+        hold = self.hold
+        start = 0
+        while start < len(text):
+            end = min(start + DELTA_MAX, len(text))
+            if end < len(text) and hold is not None:
+                piece = text[start:end]
+                cut = hold_point(piece) if hold is _hold_point else hold(piece)
+                if 0 < cut < len(piece) and len(piece) - cut <= HOLD_MAX:
+                    end = start + cut
+            self._emit(_ContentDelta, replace(payload, delta=text[start:end]), synthetic,
+                       thread, turn, item, UNSET, parent, refs, with_raw)
+            start = end
 
     def unknown(self, native_type: str, *, thread: str | UnsetType = UNSET,
                 turn: str | UnsetType = UNSET) -> None:
@@ -422,21 +452,28 @@ class Emitter:
         st = self.streams.get(item + "/" + stream)
         return -1 if st is None else st.chars
 
-    def append(self, item: str, stream: str, text: str, spool: bool = True) -> None:
+    def append(self, item: str, stream: str, text: str, spool: bool = True,
+               whole: bool = False) -> None:
         """`text` was carried (or is to be kept) on `item`'s `stream`: count it, and spool
         it when the item must later deliver the stream whole (the stream's first append
-        decides). Appending "" opens the stream."""
+        decides), past the cap too with `whole` (Stream.whole). Appending "" opens the
+        stream."""
         key = item + "/" + stream
         st = self.streams.get(key)
         if st is None:
-            st = Stream(spooled=spool)
+            st = Stream(spooled=spool, whole=whole)
         data = text.encode("utf-8", "surrogatepass")
         size = len(data)
         f = astuple(st)
         before: int = f[_S_SIZE]
-        new = replace(st, chars=f[_S_CHARS] + len(text), size=before + size,
-                      digest=_extend(f[_S_DIGEST], data))
         if f[_S_SPOOLED] and text:
+            # a spooled stream's SHA-256 follows every byte: past the cap, the completion
+            # carries the digest of the whole, which its spool no longer holds (none for
+            # a stream stored without one, by an older version: b"" after bytes)
+            sha: bytes = f[_S_SHA]
+            new = replace(st, chars=f[_S_CHARS] + len(text), size=before + size,
+                          digest=_extend(f[_S_DIGEST], data),
+                          sha=_sha_extend(sha, before, data) if sha or not before else sha)
             if len(text) <= _CHUNK:
                 new = self._spool(key, new, before, text, size)
             else:  # no table value above _CHUNK characters
@@ -445,6 +482,9 @@ class Emitter:
                     piece_size = len(piece.encode("utf-8", "surrogatepass"))
                     new = self._spool(key, new, before, piece, piece_size)
                     before += piece_size
+        else:
+            new = replace(st, chars=f[_S_CHARS] + len(text), size=before + size,
+                          digest=_extend(f[_S_DIGEST], data))
         self._set_stream(key, new)
 
     def _spool(self, key: str, st: Stream, before: int, text: str, size: int) -> Stream:
@@ -470,7 +510,9 @@ class Emitter:
         prev: int = f[_S_PREV]
         cur: int = f[_S_CUR]
         cut: int = f[_S_CUT]
-        if not head and before >= self.cap // 2:
+        if f[_S_WHOLE]:
+            pass  # never cut (Stream.whole)
+        elif not head and before >= self.cap // 2:
             head, prev, cur, cur_size = n, n, n, 0  # the head is full
         elif head and cur_size >= self.cap // 4:
             for m in range(prev, cur):  # a third segment starts: drop the oldest
@@ -533,7 +575,7 @@ class Emitter:
         head = "".join([self._read(key, n) for n in range(st.head)])
         tail = "".join([self._read(key, n) for n in range(st.prev, st.chunks)])
         return Whole(f"{head}\n[canonflow: {st.cut} characters left out]\n{tail}{st.pend}",
-                     st.chars, True)
+                     st.chars, True, st.sha or None, st.size)
 
     def _read(self, key: str, n: int) -> str:
         parts = self._fresh.get(key)
@@ -568,8 +610,9 @@ class Emitter:
         key = item + "/" + stream
         st = self.streams.get(key)
         spool = True if st is None else st.spooled
+        whole = False if st is None else st.whole
         self._drop_key(key)
-        self.append(item, stream, text, spool)
+        self.append(item, stream, text, spool, whole)
 
     def drop_item(self, item: str) -> None:
         """Close every stream of `item` (it completed)."""

@@ -10,7 +10,7 @@ from adapters.core.contract import MalformedRecord
 from adapters.core.emitter import UNSET, Emitter
 from adapters.core.emitter import replace as _replace
 from adapters.core.lifecycle import At, complete_item, emit_delta, start_item
-from adapters.core.spool import Whole, whole_fields
+from adapters.core.spool import whole_fields
 from adapters.opencode.common import (
     _at,
     _dict,
@@ -192,8 +192,7 @@ def _complete_text(out: Emitter, at: At, item: str, part: Part, snapshot: str | 
         fields: dict[str, Any] = {"text": snapshot}
     else:
         emitted_all = _read(out, item, "text", part.said, take=True)
-        fields = whole_fields(Whole(emitted_all.text + new, emitted_all.length + len(new),
-                                    emitted_all.truncated), "text")
+        fields = whole_fields(emitted_all.plus(new), "text")
     item_type = "reasoning" if part.kind == "reasoning" else "assistant_message"
     complete_item(out, at, ItemPayload(
         itemType=item_type, status="completed",  # type: ignore[arg-type]

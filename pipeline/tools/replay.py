@@ -22,6 +22,7 @@ from adapters import (
     Session,
     Translator,
     close_session,
+    fit_or_warn,
     get,
     idle_close_time,
     new_session,
@@ -30,7 +31,8 @@ from adapters import (
 from adapters.projections.chat import ChatState, project_next
 from pipeline.privacy.redact import LetterRun, Redactor
 from pipeline.settings import item_cap_from_env
-from topics.catalog import raw_topic
+from topics.canonical import decode_event, encode_event
+from topics.catalog import MAX_EVENT_BYTES, raw_topic
 from topics.chat import encode_chat
 from topics.records import (
     BadRecordId,
@@ -318,12 +320,16 @@ def _event_writer(out: IO[bytes], redactor: Redactor) -> Callable[[list[Any]], N
             return
         data = _encode_lines(events)
         which = suspects(events)
-        if which == []:
+        if which == [] and len(data) <= MAX_EVENT_BYTES:
             out.write(data)
             return
         lines = data.split(b"\n")  # the last is the empty one after the last newline
         for i in range(len(events)) if which is None else which:
             lines[i] = apply(lines[i])
+        for i, line in enumerate(lines):
+            if len(line) > MAX_EVENT_BYTES:  # cut as the worker cuts it
+                lines[i] = encode_event(fit_or_warn(decode_event(line), len(line),
+                                                    MAX_EVENT_BYTES)[0])
         out.write(b"\n".join(lines))
 
     return write
@@ -337,9 +343,11 @@ def _chat_writer(out: IO[bytes], redactor: Redactor, chat: ChatView
 
     def write(events: list[Any]) -> None:
         for ev in events:
-            published = publish(ev)[1]
+            data, published = publish(ev)
             if published is None:  # a redaction hook made it undecodable
                 continue
+            if len(data) > MAX_EVENT_BYTES:  # cut as the worker cuts it
+                published = fit_or_warn(published, len(data), MAX_EVENT_BYTES)[0]
             for record in chat.feed(published):
                 out.write(encode_chat(record))
                 out.write(b"\n")

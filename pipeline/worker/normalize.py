@@ -32,21 +32,19 @@ from adapters import (
     split_lines,
     translate_record,
 )
-from adapters.core import DEFAULT_ITEM_CAP, Emitter, close_session, idle_close_time
+from adapters.core import DEFAULT_ITEM_CAP, Emitter, close_session, fit_or_warn, idle_close_time
 from adapters.projections.chat import SPOOL_PREFIX as CHAT_SPOOL_PREFIX
 from adapters.projections.chat import ChatState, project_next
 from adapters.projections.summary import summarize
 from pipeline.privacy.redact import DeadLines, Redactor
 from pipeline.worker.waits import Watch, open_requests, waiting_on
 from topics.canonical import (
-    RuntimeWarningEvent,
-    RuntimeWarningPayload,
     SessionStateChanged,
     SessionStateChangedPayload,
     decode_event,
     encode_event,
 )
-from topics.catalog import EVENT_MAX_MESSAGE_BYTES, raw_topic
+from topics.catalog import MAX_EVENT_BYTES, raw_topic
 from topics.chat import ChatError, encode_chat
 from topics.cloudevents import Header, Headers
 from topics.records import (
@@ -239,7 +237,7 @@ class Normalizer:
                  max_record_bytes: int = 1024 * 1024, max_message_bytes: int | None = None,
                  redactor: Redactor | None = None, chat: bool = True,
                  item_cap: int = DEFAULT_ITEM_CAP,
-                 max_event_bytes: int = EVENT_MAX_MESSAGE_BYTES, summaries: bool = True):
+                 max_event_bytes: int = MAX_EVENT_BYTES, summaries: bool = True):
         self.provider = provider
         self.summaries = summaries  # keep each session's summary (agents.sessions)
         self.headers = Headers(provider)  # CloudEvents, on every published record
@@ -499,24 +497,20 @@ class Normalizer:
     def _fitting(self, published: tuple[bytes, Any], key: bytes, partition: int, offset: int,
                  origin: Origin | UnsetType, time_ms: int | None, dead: list[bytes]
                  ) -> tuple[bytes, Any]:
-        """A published event that fits agents.canonical (max_event_bytes), else a
-        runtime.warning in its place (same envelope: its seq stays gapless, its eventId
-        stays deterministic) and the event itself dead-lettered: a record the cluster
-        refuses would hold up its partition."""
+        """A published event that fits agents.canonical (max_event_bytes): as it is, or
+        cut to fit (adapters.core.fit), else a runtime.warning in its place (same
+        envelope: its seq stays gapless, its eventId stays deterministic) and the event
+        itself dead-lettered: a record the cluster refuses would hold up its partition."""
         data, event = published
         if len(data) <= self.max_event_bytes:
             return published
         original = decode_event(data)
-        dead.append(self._dead(key, partition, offset, origin, time_ms,
-                               _too_large(len(data), self.max_event_bytes),
-                               "OversizedEvent", data))
-        fields = {f: getattr(original, f) for f in _ENVELOPE}
-        warning = RuntimeWarningEvent(**fields, payload=RuntimeWarningPayload(
-            message=f"a {original.__struct_config__.tag} event of {len(data)} bytes was too "
-                    "large for agents.canonical: it is in agents.deadletter",
-            detail={"eventType": original.__struct_config__.tag, "bytes": len(data),
-                    "limit": self.max_event_bytes}))
-        return encode_event(warning), warning
+        fitted, whole = fit_or_warn(original, len(data), self.max_event_bytes)
+        if not whole:
+            dead.append(self._dead(key, partition, offset, origin, time_ms,
+                                   _too_large(len(data), self.max_event_bytes),
+                                   "OversizedEvent", data))
+        return encode_event(fitted), fitted
 
     def _dead(self, key: bytes | None, partition: int, offset: int,
               origin: Origin | UnsetType, time_ms: int | None, reason: str, cls: str, data: bytes,
@@ -552,10 +546,6 @@ class _Published:
         self.dead: list[bytes] = []
         self.chat_state = chat_state
         self.shown: list[Any] = []  # the events as published (redacted), for the summary
-
-
-_ENVELOPE = ("schemaVersion", "eventId", "seq", "provider", "sessionId", "createdAt", "threadId",
-             "turnId", "itemId", "requestId", "parentItemId", "providerRefs", "synthetic")
 
 
 def _too_large(size: int, limit: int) -> str:

@@ -18,6 +18,7 @@ from typing import Any
 import msgspec
 
 from adapters import Line, MemorySpool, Session, get, new_session, translate_record
+from adapters.core import DEFAULT_ITEM_CAP
 from topics.canonical import encode_event
 from topics.records import capture_line_decoder
 
@@ -98,7 +99,8 @@ class Stored:
     encoded and decoded between records, its chunks in one spool): the events, and
     after each record the encoded session's size and the spool's chunk count."""
 
-    def __init__(self, provider: str, lines: list[Line], sid: str = "s1"):
+    def __init__(self, provider: str, lines: list[Line], sid: str = "s1",
+                 cap: int = DEFAULT_ITEM_CAP):
         t = get(provider)
         enc, dec = _codec(provider)
         self.spool = MemorySpool()
@@ -108,7 +110,7 @@ class Stored:
         session = new_session(t)
         for n, line in enumerate(lines, 1):
             session, got, failures = translate_record(t, session, sid, [line], offset=n,
-                                                      spool=self.spool)
+                                                      spool=self.spool, cap=cap)
             assert not failures, f"line {n} failed: {failures[0].error}"
             stored = enc.encode(session)
             self.sizes.append(len(stored))

@@ -369,8 +369,9 @@ def test_a_long_answer_and_command_output_are_spooled_not_kept_in_the_session():
     enc, dec = msgspec.msgpack.Encoder(), msgspec.msgpack.Decoder(Session[acp.State])
     session, spool, events, sizes = new_session(acp), MemorySpool(), [], []
     for n, line in enumerate(lines, 1):
+        # a cap above the streams: the spool is checked here, not the cap
         session, evs, failures = translate_record(acp, session, "s", [line], offset=n,  # type: ignore[arg-type]
-                                                  spool=spool)
+                                                  spool=spool, cap=16 << 20)
         assert not failures
         events += [e for e in evs if isinstance(e, (ContentDelta, ItemCompleted))]
         encoded = enc.encode(session)

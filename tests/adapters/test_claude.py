@@ -465,7 +465,8 @@ def test_a_long_stream_keeps_the_session_small_and_completes_its_items_whole():
             {"type": "tool_result", "tool_use_id": "t1", "content": output}]}},
         _result(),
     ]
-    fed = Stored("claude", capture_lines([("agent", m) for m in messages]))
+    # a cap above the streams: the spool is checked here, not the cap
+    fed = Stored("claude", capture_lines([("agent", m) for m in messages]), cap=16 << 20)
     events = fed.dicts()
     assert max(fed.sizes) < 4096, max(fed.sizes)
     assert max(fed.chunks) >= 2000  # the text was spooled, one chunk per record...

@@ -512,8 +512,10 @@ def test_long_streams_keep_the_session_small_and_complete_whole_from_the_spool()
     encoded: list[bytes] = []
     largest = 0
     for n, line in enumerate(lines, 1):
+        # a cap above the streams: the spool is checked here, not the cap
         session, got, failures = translate_record(translator, dec.decode(enc.encode(session)),
-                                                  "s1", [line], offset=n, spool=spool)
+                                                  "s1", [line], offset=n, spool=spool,
+                                                  cap=16 << 20)
         assert not failures
         encoded.extend(encode_event(e) for e in got)
         largest = max(largest, len(enc.encode(session)))
@@ -811,3 +813,38 @@ def test_any_message_translates_or_raises_adapter_error(origin: str, msg: dict[s
     # and bad input is a MalformedRecord (an InternalError would be canonflow's bug)
     _, _, failures = translate_record(translator, new_session(translator), "s1", lines, offset=0)
     assert all(isinstance(f.error, MalformedRecord) for f in failures), failures
+
+
+def test_past_the_default_cap_a_completion_carries_head_tail_length_and_the_deltas_digest():
+    """At the default cap (64 KiB), a 200 KiB command output and an interrupted 200 KiB
+    answer: their completions are cut with the whole's length and SHA-256, which is
+    the SHA-256 of the deltas joined; fed whole, record by record and resumed at
+    every cut (the digest's midstate stored in the session between records), the
+    events are the same."""
+    import hashlib
+
+    chunks = [f"{i:05d}" + "é" * 1018 + "\n" for i in range(200)]
+    output, answer = "".join(chunks), "".join(c.upper() for c in chunks)
+    cmd = {"type": "commandExecution", "id": "c", "command": "x", "cwd": "/w",
+           "commandActions": [], "status": "inProgress"}
+    lines = capture_lines([
+        *_started(),
+        _item("item/started", cmd),
+        *[_delta("item/commandExecution/outputDelta", "c", c) for c in chunks],
+        _item("item/completed", {**cmd, "status": "completed", "exitCode": 0,
+                                 "aggregatedOutput": None}),
+        _item("item/started", {"type": "agentMessage", "id": "m", "text": "", "phase": None}),
+        *[_delta("item/agentMessage/delta", "m", c.upper()) for c in chunks],
+        ("agent", {"method": "turn/completed", "params": _turn("interrupted")}),
+    ])
+    events = events_of(assert_three_ways("codex", lines))
+    done = {e["providerRefs"]["providerItemId"]: e["payload"]
+            for e in _of(events, "item.completed")}
+    for got, field, whole in ((done["c"], "output", output), (done["m"], "text", answer)):
+        assert got[field + "Truncated"] is True and got[field + "Length"] == len(whole)
+        assert got[field + "Sha256"] == hashlib.sha256(whole.encode()).hexdigest()
+        head, _, rest = got[field].partition("\n[canonflow: ")
+        cut, _, tail = rest.partition(" characters left out]\n")
+        assert whole.startswith(head) and whole.endswith(tail)
+        assert len(head) + int(cut) + len(tail) == len(whole)
+        assert len(got[field].encode()) <= 64 * 1024 + 100

@@ -124,7 +124,7 @@ def test_a_long_command_output_keeps_the_session_small_and_is_delivered_whole():
     read back from the spool. (A completed command carries the native
     aggregated_output: test_command_output_is_streamed_once_and_completed_whole.)"""
     chunks = [f"{i:04d}" + "é" * 8 + "x" * 1003 + "\n" for i in range(2000)]  # 1 KiB each
-    fed = Stored("codex-exec", list(_long_command(chunks)))
+    fed = Stored("codex-exec", list(_long_command(chunks)), cap=16 << 20)  # not the cap
     assert max(fed.sizes) < 4096, max(fed.sizes)
     assert fed.chunks[len(chunks) + 2] == len(chunks)  # the last snapshot: one chunk a record
     assert [e.payload.delta for e in fed.events if isinstance(e, ContentDelta)] == chunks

@@ -224,7 +224,7 @@ def test_a_long_reply_keeps_the_session_small_and_completes_whole():
                    *({"type": "message", "role": "assistant", "content": c, "delta": True}
                      for c in chunks),
                    {"type": "result", "status": "success"})
-    fed = Stored("gemini", lines, SID)
+    fed = Stored("gemini", lines, SID, cap=16 << 20)  # the spool is checked, not the cap
     assert max(fed.sizes) < 4096, max(fed.sizes)
     assert fed.chunks[len(chunks) + 1] == len(chunks)  # the last delta: one chunk a record
     assert [e.payload.delta for e in fed.events if isinstance(e, ContentDelta)] == chunks

@@ -544,11 +544,16 @@ def _bash(status: str, **state: Any) -> tuple[str, dict[str, Any]]:
                part={**_TOOL, "state": {"status": status, "input": {"command": "yes"}, **state}})
 
 
+#: A per-item cap above every stream here: these tests check the spool, not the cap
+#: (tests/adapters/test_streams.py does).
+LONG_CAP = 16 << 20
+
+
 def _stored(messages: list[tuple[str, dict[str, Any]]]
             ) -> tuple[list[dict[str, Any]], list[int], list[int]]:
-    """Fed as the session table keeps it (harness.Stored): the events, the encoded
-    session's size and the spool's chunk count after each record."""
-    fed = Stored("opencode", capture_lines(messages))
+    """Fed as the session table keeps it (harness.Stored, cap LONG_CAP): the events, the
+    encoded session's size and the spool's chunk count after each record."""
+    fed = Stored("opencode", capture_lines(messages), cap=LONG_CAP)
     return fed.dicts(), fed.sizes, fed.chunks
 
 

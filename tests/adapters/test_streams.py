@@ -9,6 +9,7 @@ import msgspec
 import pytest
 
 from adapters import MemorySpool, Session
+from adapters.core import whole_fields
 from adapters.core.contract import Stream
 from adapters.core.emitter import Emitter
 
@@ -72,7 +73,8 @@ def test_the_session_value_does_not_grow_with_the_stream() -> None:
     for _ in range(200):
         streams = record(spool, streams, "x" * 1000)
         sizes.append(len(msgspec.msgpack.encode(Session(state=0, streams=streams))))
-    assert max(sizes) < 80, sizes[-1]
+    # lengths, chunk numbers and the SHA-256 midstate (32 bytes and under a block)
+    assert max(sizes) < 80 + 32 + 64, sizes[-1]
 
 
 def test_past_the_cap_the_output_keeps_its_head_and_tail_and_says_what_was_cut() -> None:
@@ -134,3 +136,56 @@ def test_no_chunk_holds_more_than_16k_characters_whatever_one_record_appends() -
     assert max(len(c.encode()) for c in spool.chunks.values()) <= 64 * 1024
     got = emitter(spool, streams).take("i1", "out")
     assert got is not None and got.text == "é" * 100_000 + "abc" * 100 * 200
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_past_the_cap_the_whole_carries_the_sha256_of_every_byte_appended(seed: int) -> None:
+    """The digest follows the stream across records (its midstate stored in the
+    session, encoded and decoded between them), whatever the split of its appends."""
+    import hashlib
+
+    rng = random.Random(seed)
+    spool = MemorySpool()
+    streams: dict[str, Stream] = {}
+    text = ""
+    while len(text.encode()) < 20_000:
+        parts = ["".join(rng.choice("ab é\n🙂\x00") for _ in range(rng.randrange(0, 300)))
+                 for _ in range(rng.randrange(1, 4))]
+        text += "".join(parts)
+        streams = record(spool, streams, *parts, cap=2000)
+    got = emitter(spool, streams, cap=2000).take("i1", "out")
+    assert got is not None and got.truncated and got.length == len(text)
+    assert got.sha256 == hashlib.sha256(text.encode()).hexdigest()
+    assert whole_fields(got)["outputSha256"] == got.sha256
+
+
+def test_a_whole_within_the_cap_carries_no_digest() -> None:
+    spool = MemorySpool()
+    streams = record(spool, {}, "short")
+    assert whole_fields(emitter(spool, streams).whole("i1", "out")) == {"output": "short"}
+
+
+def test_a_stream_kept_whole_is_never_cut_at_the_cap() -> None:
+    """A tool input streamed in parts (Claude's input_json_delta) is parsed at its end:
+    cut at the cap it would not parse."""
+    spool = MemorySpool()
+    out = emitter(spool, {}, cap=2000)
+    parts = ['{"content": "', *(["x" * 100] * 100), '"}']
+    for p in parts:
+        out.append("i1", "json", p, whole=True)
+    out._flush()
+    got = emitter(spool, out.streams, cap=2000).take("i1", "json")
+    assert got is not None and not got.truncated and got.text == "".join(parts)
+
+
+def test_a_stream_stored_without_a_digest_completes_without_one() -> None:
+    """A stream an older version stored (no midstate after its first bytes) gets no
+    digest rather than a wrong one."""
+    spool = MemorySpool()
+    streams = record(spool, {}, "x" * 1500, cap=2000)
+    streams = {k: msgspec.structs.replace(v, sha=b"") for k, v in streams.items()}
+    for _ in range(5):
+        streams = record(spool, streams, "y" * 500, cap=2000)
+    got = emitter(spool, streams, cap=2000).take("i1", "out")
+    assert got is not None and got.truncated and got.sha256 is None
+    assert "outputSha256" not in whole_fields(got) and whole_fields(got)["outputLength"] == 4000

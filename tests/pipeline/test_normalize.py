@@ -129,10 +129,13 @@ def test_chat_records_come_with_the_events_and_a_projection_bug_loses_no_event(m
     assert len(out.chat) < len(whole.chat)
 
 
-def test_an_event_too_large_for_its_topic_becomes_a_warning_and_a_dead_letter():
+def test_an_event_too_large_for_its_topic_is_cut_or_else_becomes_a_warning_and_a_dead_letter():
     """A command whose output makes its item.completed larger than agents.canonical
-    takes: the event's seq and eventId stay (a runtime.warning in its place), the event
-    itself is dead-lettered, the chat's tool_result likewise becomes an error record."""
+    takes: the completion is cut in the middle with the whole's length and SHA-256
+    (adapters.core.fit); its output's delta, which no cut may shorten, keeps its seq and
+    eventId as a runtime.warning in its place and is itself dead-lettered."""
+    import hashlib
+
     lines = _native_lines()
     whole = [json.loads(ln) for ln in lines]
     for msg in whole:
@@ -148,13 +151,18 @@ def test_an_event_too_large_for_its_topic_becomes_a_warning_and_a_dead_letter():
     reference = [json.loads(r) for r in out_big.records]
     assert [(e["seq"], e["eventId"]) for e in events] == \
         [(e["seq"], e["eventId"]) for e in reference]
-    swapped = [(e, r) for e, r in zip(events, reference, strict=True) if e != r]
-    assert "item.completed" in {r["type"] for _, r in swapped}  # and its output's delta
+    changed = [(e, r) for e, r in zip(events, reference, strict=True) if e != r]
+    assert {(e["type"], r["type"]) for e, r in changed} == {
+        ("item.completed", "item.completed"), ("runtime.warning", "content.delta")}
+    [cut] = [e["payload"] for e, r in changed if e["type"] == "item.completed"]
+    assert cut["outputTruncated"] is True and cut["outputLength"] == 50_000
+    assert cut["outputSha256"] == hashlib.sha256(b"x" * 50_000).hexdigest()
+    assert cut["output"].startswith("x" * 1000) and "characters left out]" in cut["output"]
+    swapped = [(e, r) for e, r in changed if e["type"] == "runtime.warning"]
     letters = [decode_deadletter(d) for d in out_small.deadletters]
     assert [json.loads(d.value)["eventId"] for d in letters
             if d.errorClass == "OversizedEvent"] == [r["eventId"] for _, r in swapped]
     for warning, original in swapped:
-        assert warning["type"] == "runtime.warning"
         assert warning["payload"]["detail"]["eventType"] == original["type"]
     chat = [json.loads(r) for r in out_small.chat]
     assert all(len(r) <= 20_000 for r in out_small.chat + out_small.records)

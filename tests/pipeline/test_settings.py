@@ -35,7 +35,7 @@ def test_bad_values_are_clear_errors(env):
 def test_the_item_cap_alone_is_read_as_the_worker_reads_it():
     """What replay and import read of the worker's settings: the cap, checked the same
     way, whatever the others say (they need no broker nor partition count)."""
-    assert item_cap_from_env({}) == from_env({}).item_cap == 8 * 1024 * 1024
+    assert item_cap_from_env({}) == from_env({}).item_cap == 64 * 1024
     assert item_cap_from_env({"CANONFLOW_ITEM_CAP": "4096",
                               "CANONFLOW_PARTITIONS": "many"}) == 4096
     with pytest.raises(ValueError, match=r"item_cap is 0: it must be at least 1"):

@@ -128,4 +128,14 @@ class RawSource(Payload, frozen=True, kw_only=True):
         "The native message's own type (Claude's `type`, an OpenCode event's `type`); "
         "absent where the format has none."))] = UNSET
     payload: Annotated[msgspec.Raw, Meta(description=(
-        "The native message itself, as the runtime wrote it (JSON, not re-encoded)."))]
+        "The native message itself, as the runtime wrote it (JSON, not re-encoded); null "
+        "when it was left out (see payloadTruncated)."))]
+    payloadTruncated: Annotated[bool | UnsetType, Meta(description=(
+        "True when `payload` was left out (null) because the event would not fit its "
+        "topic's max.message.bytes with it; the native message is in its raw topic. "
+        "Absent otherwise."))] = UNSET
+    payloadBytes: Annotated[int | UnsetType, Meta(description=(
+        "With payloadTruncated: the native message's size in bytes; absent otherwise."))] = UNSET
+    payloadSha256: Annotated[str | UnsetType, Meta(description=(
+        "With payloadTruncated: the SHA-256 of the native message's bytes, lowercase hex; "
+        "absent otherwise."))] = UNSET

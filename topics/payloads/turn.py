@@ -110,18 +110,22 @@ class ItemPayload(Payload, frozen=True, kw_only=True):
     tool's input (a command execution always has `command`, and `cwd` when known);
     `output` is the whole tool output on completion; `text` the item's whole text on
     completion of a message or reasoning item; `data` the runtime's own item detail.
-    An output or text longer than the worker's per-item cap (CANONFLOW_ITEM_CAP, 8 MiB)
-    is cut in the middle: it keeps its start and its end around a line that says how
-    many characters were left out, `outputTruncated` (or `textTruncated`) is true and
-    `outputLength` (`textLength`) is the whole length in characters. The item's
-    `content.delta` events still carry every character.
+    An output or text that canonflow joins from the item's deltas and that is longer
+    than the worker's per-item cap (CANONFLOW_ITEM_CAP, 64 KiB) is cut in the middle: it
+    keeps its start and its end around a line that says how many characters were left
+    out, `outputTruncated` (or `textTruncated`) is true, `outputLength` (`textLength`)
+    is the whole length in characters and `outputSha256` (`textSha256`) the SHA-256 of
+    its UTF-8 bytes. The item's `content.delta` events still carry every character. What
+    the runtime sent whole passes whole, cut the same way only where the event would not
+    fit its topic's max.message.bytes (1 MiB); a tool input (or `data`) is then cut in
+    its longest strings (`inputTruncated`, `inputLength`, `inputSha256`; `data...`).
 
     Normalised tool fields, the same whatever the runtime (docs "Normalised tool
     fields"; `input` and `data` keep the runtime's own names): `command` (one string,
     an argv joined with shell quoting, a `bash -lc` wrapper taken off) and `cwd` of a
     command; `paths` (the files a change touches) and `diff` (one unified diff of them,
     `diffBase` says against what; cut past the per-item cap like an output:
-    `diffTruncated`, `diffLength`) of a file change; `url` and `query` of a web tool;
+    `diffTruncated`, `diffLength`, `diffSha256`) of a file change; `url` and `query` of a web tool;
     `mcpServer` and `mcpTool` of an MCP tool call. Each is absent when the runtime did
     not say it.
     """
@@ -172,15 +176,26 @@ class ItemPayload(Payload, frozen=True, kw_only=True):
     data: Annotated[Any | UnsetType, Meta(description=(
         "The runtime's own item detail, in its own shape; absent when none."))] = UNSET
     outputTruncated: Annotated[bool | UnsetType, Meta(description=(
-        "True when `output` was cut in the middle past the worker's per-item cap "
-        "(CANONFLOW_ITEM_CAP, 8 MiB); absent when whole."))] = UNSET
+        "True when `output` was cut in the middle: past the worker's per-item cap "
+        "(CANONFLOW_ITEM_CAP, 64 KiB) for an output canonflow joined from the item's "
+        "deltas, or where the event would not fit its topic's max.message.bytes for an "
+        "output the runtime sent whole; absent when whole."))] = UNSET
     outputLength: Annotated[int | UnsetType, Meta(description=(
         "With outputTruncated: the whole output's length in characters; absent otherwise."))] = UNSET
+    outputSha256: Annotated[str | UnsetType, Meta(description=(
+        "With outputTruncated: the SHA-256 of the whole output's UTF-8 bytes as the runtime "
+        "sent them, lowercase hex: the item's content.delta events joined, when it "
+        "streamed (unless a secret in them was redacted); absent otherwise."))] = UNSET
     textTruncated: Annotated[bool | UnsetType, Meta(description=(
-        "True when `text` was cut in the middle past the per-item cap; absent when whole. "
-        "The item's content.delta events still carry every character."))] = UNSET
+        "True when `text` was cut in the middle, as `output` is (see outputTruncated); "
+        "absent when whole. The item's content.delta events still carry every "
+        "character."))] = UNSET
     textLength: Annotated[int | UnsetType, Meta(description=(
         "With textTruncated: the whole text's length in characters; absent otherwise."))] = UNSET
+    textSha256: Annotated[str | UnsetType, Meta(description=(
+        "With textTruncated: the SHA-256 of the whole text's UTF-8 bytes, lowercase hex; "
+        "absent otherwise, and where the text joins several streams (Codex reasoning "
+        "parts)."))] = UNSET
     author: Annotated[Author | UnsetType, Meta(description=(
         "On a user_message: who wrote it: user (the person's own prompt, the one a chat "
         "shows), runtime (an interrupt notice, a compaction summary), hook, or agent (a "
@@ -207,6 +222,28 @@ class ItemPayload(Payload, frozen=True, kw_only=True):
         "True when `diff` was cut in the middle past the per-item cap; absent when whole."))] = UNSET
     diffLength: Annotated[int | UnsetType, Meta(description=(
         "With diffTruncated: the whole diff's length in characters; absent otherwise."))] = UNSET
+    diffSha256: Annotated[str | UnsetType, Meta(description=(
+        "With diffTruncated: the SHA-256 of the whole diff's UTF-8 bytes, lowercase hex; "
+        "absent otherwise."))] = UNSET
+    inputTruncated: Annotated[bool | UnsetType, Meta(description=(
+        "True when `input` was cut to fit the event in its topic's max.message.bytes: its "
+        "longest strings keep their start and end around a line that says how many "
+        "characters were left out; absent when whole."))] = UNSET
+    inputLength: Annotated[int | UnsetType, Meta(description=(
+        "With inputTruncated: the length in characters of the whole input as compact JSON "
+        "(as canonflow writes it); absent otherwise."))] = UNSET
+    inputSha256: Annotated[str | UnsetType, Meta(description=(
+        "With inputTruncated: the SHA-256 of the whole input's compact JSON (UTF-8), "
+        "lowercase hex; absent otherwise."))] = UNSET
+    dataTruncated: Annotated[bool | UnsetType, Meta(description=(
+        "True when `data` was cut as `input` is (see inputTruncated): the runtime's item "
+        "may repeat an output that made the event too large; absent when whole."))] = UNSET
+    dataLength: Annotated[int | UnsetType, Meta(description=(
+        "With dataTruncated: the length in characters of the whole `data` as compact "
+        "JSON; absent otherwise."))] = UNSET
+    dataSha256: Annotated[str | UnsetType, Meta(description=(
+        "With dataTruncated: the SHA-256 of the whole `data`'s compact JSON (UTF-8), "
+        "lowercase hex; absent otherwise."))] = UNSET
     url: Annotated[str | UnsetType, Meta(description=(
         "On a WebFetch (or WebSearch) call: the URL its input names; absent otherwise."))] = UNSET
     query: Annotated[str | UnsetType, Meta(description=(
