@@ -150,12 +150,15 @@ async def _reset_topics(bootstrap: str, partitions: int, timeout: float = 60.0) 
 
 
 @contextlib.contextmanager
-def fresh_broker(log_dir: Path, engine: str = ENGINE, partitions: int = 4) -> Iterator[Broker]:
+def fresh_broker(log_dir: Path, engine: str = ENGINE, partitions: int = 4,
+                 reuse: bool = True) -> Iterator[Broker]:
     """A broker with no record on it: a Tansu of its own, or this process's Kafka with
-    the catalog's topics empty where they have `partitions` partitions, else gone."""
+    the catalog's topics empty where they have `partitions` partitions, else gone. With
+    `reuse` false, every topic is gone (a test that needs offsets from 0)."""
     if engine == "kafka":
         kafka = shared_kafka(log_dir)
-        asyncio.run(_reset_topics(kafka.bootstrap, partitions))
+        asyncio.run(_reset_topics(kafka.bootstrap, partitions) if reuse
+                    else _delete_topics(kafka.bootstrap))
         yield kafka
         return
     with EmbeddedBroker(log_path=str(log_dir / "tansu.log")) as b:

@@ -29,9 +29,11 @@ def broker(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Broker]:
     new consumer group read all that earlier tests produced, 100,000 sessions of
     test_bounded_state among them, before its own records); on Kafka, this process's,
     no record of an earlier test on it. A test whose topics have other than 4 partitions
-    says so with `@pytest.mark.partitions(n)`."""
+    says so with `@pytest.mark.partitions(n)`; one that needs its offsets to start at 0,
+    with `@pytest.mark.new_topics`."""
     marker = request.node.get_closest_marker("partitions")
-    with fresh_broker(tmp_path, partitions=marker.args[0] if marker else 4) as b:
+    with fresh_broker(tmp_path, partitions=marker.args[0] if marker else 4,
+                      reuse=request.node.get_closest_marker("new_topics") is None) as b:
         yield b
 
 

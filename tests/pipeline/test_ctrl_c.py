@@ -18,6 +18,7 @@ PROGRAM = """
 import asyncio, sys
 import click
 from pipeline.cli.common import on_broker
+from pipeline.settings import Settings
 
 async def work(swallow):
     print("working", flush=True)
@@ -31,7 +32,7 @@ async def work(swallow):
 @click.command()
 @click.argument("swallow", type=bool)
 def main(swallow):
-    on_broker(None, work(swallow))
+    on_broker(Settings(), work(swallow))
 
 from pipeline.cli import _Commands
 group = _Commands(name="canonflow", commands={"main": main})

@@ -228,6 +228,7 @@ async def _commit(settings: Settings, offsets: dict[tuple[str, int], int]) -> No
 
 @pytest.mark.broker
 @pytest.mark.tansu
+@pytest.mark.new_topics  # the group commits offset 1000, above the new logs' ends
 def test_a_read_position_above_the_log_end_is_reset_to_the_start_and_read(broker, tmp_path):
     """A group's committed offsets above its partitions' ends (the topic was made again
     under them: the broker lost its storage, a topic deleted and created): the worker
