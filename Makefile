@@ -68,8 +68,8 @@ test: lint $(BUILT)
 	elif [ -z "$(HAVE_KAFKA)" ]; then \
 	    echo "make: no java or no mvn: the broker tests run on the embedded Tansu, not on Apache Kafka"; fi
 	export CANONFLOW_TEST_BROKER=$(TEST_BROKER); \
-	$(VENV)/bin/pytest -q -n $(TEST_PROCESSES) -m "not serial"; status=$$?; \
-	$(VENV)/bin/pytest -q -m serial || status=$$?; \
+	$(VENV)/bin/pytest -q --durations=15 -n $(TEST_PROCESSES) -m "not serial"; status=$$?; \
+	$(VENV)/bin/pytest -q --durations=5 -m serial || status=$$?; \
 	if [ "$(TEST_BROKER)" = kafka ]; then \
 	    CANONFLOW_TEST_BROKER=tansu $(VENV)/bin/pytest -q -n $(TEST_PROCESSES) -m "tansu and not serial" || status=$$?; \
 	fi; exit $$status
