@@ -45,7 +45,7 @@ def create_passthrough_app(settings: Settings, src: str, dst: str) -> faust.App:
 
 
 def create_stamp_app(settings: Settings) -> faust.App:
-    from pipeline.worker.faust_door import tune_consumer
+    from pipeline.worker.faust_internals import tune_consumer
     from topics.catalog import CANONICAL_TOPIC, raw_topic
 
     app = _plain_app(settings)

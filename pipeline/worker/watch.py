@@ -11,7 +11,7 @@ processes nothing while everything else looks fine. The watch repairs it:
 - Topics missing: created again by the code `canonflow run` creates them with
   (pipeline.cluster.admin.create_topics: the catalog's partitions and configuration).
 - A read position above its partition's end: reset to the partition's start
-  (faust_door.rewind); its records are read from there.
+  (faust_internals.rewind); its records are read from there.
 
 Each repair is one warning line and counted on /health (`sources.repairs`). A problem
 /health still reports CANONFLOW_STUCK_AFTER seconds after it first did (a topic that
@@ -43,7 +43,7 @@ from pipeline.ops.progress import (
 )
 from pipeline.ops.web import Health, recovering, source_partitions
 from pipeline.settings import Settings
-from pipeline.worker.faust_door import rewind
+from pipeline.worker.faust_internals import rewind
 from pipeline.worker.output import OutputProducer
 
 log = logging.getLogger("canonflow")

@@ -19,7 +19,7 @@ import pytest
 from pipeline.cluster.broker import EmbeddedBroker, free_port
 from pipeline.settings import Settings
 from pipeline.tools.kafka_io import produce, records_from_file
-from pipeline.worker.faust_door import REBUILT
+from pipeline.worker.faust_internals import REBUILT
 from pipeline.worker.process import WAITING, WorkerProcess, embedded_settings, ensure_topics
 from tests.pipeline.test_metrics import (
     CAPTURE,

@@ -1,4 +1,4 @@
-"""The worker's consumer (pipeline.worker.faust_door.tune_consumer, issue 24): it waits
+"""The worker's consumer (pipeline.worker.faust_internals.tune_consumer, issue 24): it waits
 at most CANONFLOW_FETCH_MAX_WAIT for a fetch (Faust's driver fixes 1.5 s, and a broker
 that waits a fetch out, the embedded Tansu, then held every record of a live session up
 to that long), converts its assignment once per assignment (Faust's driver converts it
@@ -21,7 +21,7 @@ from faust.types import TP
 from pipeline.settings import Settings
 from pipeline.tools.kafka_io import produce, records_from_file
 from pipeline.worker.app import create_app
-from pipeline.worker.faust_door import AssignmentCache
+from pipeline.worker.faust_internals import AssignmentCache
 from pipeline.worker.process import WorkerProcess
 from tests.pipeline.conftest import read_topic
 from topics.catalog import CANONICAL_TOPIC, raw_topic

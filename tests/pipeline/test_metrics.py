@@ -31,6 +31,7 @@ from pipeline.ops.prometheus import (
     add_process_metrics,
 )
 from pipeline.ops.prometheus import Counter as MetricCounter
+from pipeline.ops.records import ProducerRecord
 from pipeline.settings import Settings
 from pipeline.tools.kafka_io import follow, produce, records_from_file
 from pipeline.worker.fleet_gauges import metric_names
@@ -500,7 +501,8 @@ def test_a_failed_delivery_is_sent_again_until_the_broker_takes_it(own_broker):
     settings = embedded_settings(Settings(partitions=4, producer_request_timeout=1.0),
                                  own_broker.url)
     ensure_topics(settings)
-    items = [(CANONICAL_TOPIC, f"event-{i}".encode(), b"retry", i % 4, None) for i in range(8)]
+    items = [ProducerRecord(CANONICAL_TOPIC, f"event-{i}".encode(), b"retry", i % 4)
+             for i in range(8)]
 
     async def scenario() -> None:
         sink = OutputProducer(settings)

@@ -1,5 +1,5 @@
 """A fetched record handed to Faust's conductor without four tasks (pipeline.worker.
-faust_door, 10): the record's callback runs at once, as the first step of a task would,
+faust_internals, 10): the record's callback runs at once, as the first step of a task would,
 and only a callback that waits is raced against the flow's suspension, as Faust's
 `wait_first` races it. `run_until_it_waits` must drive a coroutine exactly as asyncio's
 Task does: its context, a future's result or failure, cancellation. No broker."""
@@ -14,7 +14,7 @@ from typing import Any
 import faust
 import pytest
 
-from pipeline.worker.faust_door import run_until_it_waits, tune_consumer
+from pipeline.worker.faust_internals import run_until_it_waits, tune_consumer
 
 _var: contextvars.ContextVar[str] = contextvars.ContextVar("_var", default="caller's")
 

@@ -171,7 +171,7 @@ def test_a_restart_whose_seek_to_the_committed_offsets_is_slow_loses_no_record(
     """When a worker starts, Faust's recovery resumes the raw partitions and then seeks
     them to their committed offsets, a broker round trip. Records that reached the agent
     meanwhile made Faust acknowledge a false gap and commit past records nobody
-    processed (pipeline.worker.faust_door.Recovery). Here the broker answers that seek a second
+    processed (pipeline.worker.faust_internals.Recovery). Here the broker answers that seek a second
     late, with a backlog waiting and records still arriving: without the correction,
     Faust acknowledged gaps in raw partitions on every run (2 of 2)."""
     work = workload(900, prefix="seek")
