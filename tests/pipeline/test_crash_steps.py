@@ -16,6 +16,7 @@ with CANONFLOW_TEST_BROKER=kafka), `canonflow run` child processes stopped by PI
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
@@ -200,3 +201,68 @@ def test_killed_between_an_idle_closes_output_and_its_tombstones_it_closes_again
         assert types[-1] == "session.exited" and types.count("session.exited") == 1, sid
         assert [e["seq"] for e in events] == list(range(1, len(events) + 1)), sid
     assert idle_killed.left == {}, "sessions whose tombstone was never stored"
+
+
+# ---------------------------------------------------------------------------
+# Killed between a stall alert's output and its state
+# ---------------------------------------------------------------------------
+
+
+async def _kill_after_a_stall(settings: Settings, workers: Workers, key: bytes
+                              ) -> tuple[bool, list[Any]]:
+    from pipeline.tools.kafka_io import produce, records_from_file
+    from tests.pipeline.test_stall import APPROVAL_CAPTURE, records, until
+
+    raw = records_from_file(str(APPROVAL_CAPTURE), "capture")
+    asked = until(records(), "request.opened")
+    obs = await Observer(settings).start()
+    try:
+        await produce(settings, "codex", key.decode(), raw[:asked + 1])
+        w = workers.start(settings, "stall-produced", env={
+            "CANONFLOW_TEST_FAULTS": "1", "CANONFLOW_FAULT_STEP": "stall:produced"})
+        for _ in range(int(240 / 0.1)):
+            if not w.alive():
+                break
+            await asyncio.sleep(0.1)
+        died = "killed at stall:produced" in Path(str(w.log_path)).read_text()
+        w.kill()
+        last = workers.start(settings, "stall-last")
+
+        def stalls() -> int:
+            return sum(b'"health":"stalled"' in r.value for r in obs.records[CANONICAL_TOPIC])
+
+        # the restarted worker does not know the stall was said: it says it again
+        await obs.wait_for(lambda: stalls() >= 2, timeout=180, alive=last.alive,
+                           what="the stall said again")
+        await produce(settings, "codex", key.decode(), raw[asked + 1:])
+        await obs.wait_for(lambda: any(b'"type":"turn.completed"' in r.value
+                                       for r in obs.records[CANONICAL_TOPIC]),
+                           timeout=180, alive=last.alive, what="the turn's end")
+        last.stop()
+    finally:
+        await obs.stop()
+    return died, obs.records[CANONICAL_TOPIC]
+
+
+def test_killed_between_a_stall_alert_and_its_state_the_stall_is_said_again_in_its_place(
+        tmp_path):
+    """Published, then stored: a worker killed between the two has published the stall
+    event and not stored it. The restarted worker says the stall again, with the same
+    seq and eventId (its waited time differs: a consumer that drops copies keeps the
+    first), and the session goes on after it with the recovery and the rest."""
+    key = b"stall-killed"
+    with scenario(tmp_path, app_id="stall") as (settings, workers):
+        settings = settings.replace(providers=("codex",), stall_approval=1.5,
+                                    stall_model=0.0, stall_tool=0.0, stall_scan_interval=0.3)
+        died, canonical = asyncio.run(_kill_after_a_stall(settings, workers, key))
+    assert died
+    got = Deduped(canonical, "eventId")
+    stalled = [json.loads(r.value) for r in canonical if b'"health":"stalled"' in r.value]
+    assert len(stalled) == 2 and len({s["eventId"] for s in stalled}) == 1
+    assert {s["seq"] for s in stalled} == {stalled[0]["seq"]}
+    assert set(got.conflicts) <= {stalled[0]["eventId"]}
+    events = got.sessions[key.decode()]
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    health = [e["payload"].get("health") for e in events if e["type"] == "session.state.changed"]
+    assert health == ["stalled", "recovered"]
+    assert events[-1]["type"] == "turn.completed"
