@@ -11,7 +11,9 @@ tombstone.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any
+
+import msgspec
 
 __all__ = ["Headers", "ProducerRecord", "TableEntry"]
 
@@ -19,9 +21,13 @@ __all__ = ["Headers", "ProducerRecord", "TableEntry"]
 Headers = Sequence[tuple[str, bytes]]
 
 
-class ProducerRecord(NamedTuple):
+class ProducerRecord(msgspec.Struct, frozen=True, gc=False):
     """One record to publish, in the partition it names (the worker keeps a session on
-    one partition end to end, so it never leaves the choice to the producer)."""
+    one partition end to end, so it never leaves the choice to the producer).
+
+    A Struct, not a NamedTuple: the worker makes a few per native message, and a
+    Struct is made in a fifth of a NamedTuple's time. It holds no container that could
+    be part of a reference cycle, so the garbage collector does not track it."""
 
     topic: str
     value: bytes | None
@@ -31,7 +37,7 @@ class ProducerRecord(NamedTuple):
     headers: Headers | None = None
 
 
-class TableEntry(NamedTuple):
+class TableEntry(msgspec.Struct, frozen=True):
     """A table entry to write: its key and partition, its value (None: delete), and the
     record (or partition record) whose partition the local store writes it to
     (pipeline.worker.faust_internals, 3)."""

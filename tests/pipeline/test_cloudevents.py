@@ -61,8 +61,8 @@ def test_every_event_and_chat_record_is_a_cloudevent_the_sdk_reads():
     chat = [i for i in items if i.topic == CHAT_TOPIC]
     assert len(events) > 10 and len(chat) > 3
     times = {}
-    for _, value, key, _, _, headers in events:
-        ce, body = _cloudevent(value, key, headers), json.loads(value)
+    for r in events:
+        ce, body = _cloudevent(r.value, r.key, r.headers), json.loads(r.value)
         times[body["eventId"]] = ce.get_time()
         assert (ce.get_id(), ce.get_type(), ce.get_subject(), ce.get_source()) == (
             body["eventId"], "dev.canonflow." + body["type"], "sess/1", "/canonflow/codex/sess%2F1")
@@ -71,8 +71,8 @@ def test_every_event_and_chat_record_is_a_cloudevent_the_sdk_reads():
         assert ce.get_dataschema() == \
             "https://canonflow.dev/schema/v1/canonflow.schema.json#/$defs/CanonicalEvent"
         assert ce.get_datacontenttype() == "application/json" and ce.get_data() == body
-    for _, value, key, _, _, headers in chat:
-        ce, body = _cloudevent(value, key, headers), json.loads(value)
+    for r in chat:
+        ce, body = _cloudevent(r.value, r.key, r.headers), json.loads(r.value)
         assert (ce.get_id(), ce.get_type(), ce.get_subject(), ce.get_source()) == (
             body["event_id"], "dev.canonflow.chat." + body["type"], "sess/1",
             "/canonflow/codex/sess%2F1")
@@ -92,8 +92,8 @@ def test_an_event_too_large_is_published_as_the_warning_it_became():
     warnings = [i for i in items if i.topic == CANONICAL_TOPIC
                 and json.loads(i.value)["type"] == "runtime.warning"]
     assert warnings
-    for _, value, key, _, _, headers in warnings:
-        assert _cloudevent(value, key, headers).get_type() == "dev.canonflow.runtime.warning"
+    for r in warnings:
+        assert _cloudevent(r.value, r.key, r.headers).get_type() == "dev.canonflow.runtime.warning"
 
 
 def test_the_source_is_a_uri_reference_whatever_the_session_id():
