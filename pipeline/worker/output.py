@@ -39,8 +39,7 @@ RETRY_MAX_SECONDS = 10.0
 STOP_POLL_SECONDS = 0.1
 #: Give up a delivery being sent again when the worker begins to stop (Abandoned), so
 #: that SIGTERM is honoured at once; the batch is not acknowledged and is read again after
-#: the restart. (It was off while a restart after a give-up intermittently lost the
-#: providers whose raw partitions had no committed offset: faust_door's Recovery, 1b.)
+#: the restart.
 GIVE_UP_ON_STOP = True
 
 
