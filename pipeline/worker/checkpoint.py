@@ -57,11 +57,12 @@ What a crash (kill -9) between two steps leaves, and why that is safe:
   its idle close makes the same closing events (the close time is the session's last
   record's time plus the idle timeout, not the clock). A stall: the restarted worker
   does not know the stall was said; it says it again with the same seq and eventId
-  when the session is overdue again. Here at-least-once has a window of one delivery
-  (step 6 follows at once): a raw record of that session that comes first after the
-  restart takes the stall event's seq, and a consumer that drops copies by eventId
-  drops it. exactly_once (one transaction for the output and the state) has no such
-  window.
+  when the session is overdue again. The synthetic outputs keep one window open here,
+  one delivery long (step 6 follows at once): a raw record of that session that comes
+  after the restart and before the close or the stall is made again continues the
+  session's life at the seq the synthetic event took, and a consumer that drops
+  copies by eventId drops it. Closing it needs the output and the state in one
+  transaction.
 - during 6, or before the next checkpoint's 2: the local state is ahead of the
   changelog, never of the output. The raw records are not acknowledged: they are
   read again and found below the stored watermark (a RocksDB store kept the write) or
