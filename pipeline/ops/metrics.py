@@ -24,6 +24,7 @@ from pipeline.ops.prometheus import (
     add_process_metrics,
     clean_label,
 )
+from pipeline.ops.records import ProducerRecord
 from topics.catalog import CANONICAL_TOPIC, DEADLETTER_TOPIC
 
 # ---------------------------------------------------------------------------
@@ -55,11 +56,6 @@ def event_type(encoded: bytes) -> bytes:
     """The wire type of an encoded canonical event, read from its first bytes
     (msgspec writes the tag field first: `{"type":"turn.started",...`)."""
     return encoded[_TYPE_START:encoded.find(b'"', _TYPE_START)]
-
-
-#: One output record of a batch: (topic, value, key, partition, timestamp ms), and its
-#: headers after them on the canonical and chat topics (pipeline.worker.output.Record).
-Item = tuple[Any, ...]
 
 
 class WorkerMetrics:
@@ -193,7 +189,7 @@ class WorkerMetrics:
     # -- per batch -------------------------------------------------------------
 
     def normalized(self, provider: str, agent: str, records: int, lines: int,
-                   items: list[Item], timestamps: list[float], translate: float,
+                   items: list[ProducerRecord], timestamps: list[float], translate: float,
                    publish: float) -> None:
         """Account one delivered batch of a normalize agent."""
         p = (provider,)
@@ -201,18 +197,19 @@ class WorkerMetrics:
         self.native_messages.inc(p, lines)
         types: dict[bytes, int] = {}
         open_turns = self.turns_open.setdefault(provider, set())
-        for topic, value, key, *_ in items:
+        for item in items:
+            topic, value, key = item.topic, item.value, item.key
             if topic == CANONICAL_TOPIC:
-                t = event_type(value)
+                t = event_type(value)  # type: ignore[arg-type]
                 types[t] = types.get(t, 0) + 1
                 if t == b"turn.started":
                     open_turns.add(key)  # type: ignore[arg-type]
                 elif t == b"turn.completed" or t == b"turn.aborted" or t == b"session.exited":
                     open_turns.discard(key)  # type: ignore[arg-type]
                 elif t == b"runtime.warning":
-                    self._unknown(provider, value)
+                    self._unknown(provider, value)  # type: ignore[arg-type]
             elif topic == DEADLETTER_TOPIC:
-                self._deadletter(provider, value)
+                self._deadletter(provider, value)  # type: ignore[arg-type]
         for t, n in types.items():
             self.canonical_events.inc((provider, t.decode("ascii", "replace")), n)
         self._delivered(agent, records, items, timestamps, translate, publish, provider)
@@ -226,7 +223,7 @@ class WorkerMetrics:
         self.last_batch_at[agent] = now
         self.last_batch.set(a, now)
 
-    def closed_idle(self, provider: str, keys: Iterable[bytes], items: list[Item]) -> None:
+    def closed_idle(self, provider: str, keys: Iterable[bytes], items: list[ProducerRecord]) -> None:
         """Account the idle scan's closing of `keys`."""
         open_turns = self.turns_open.get(provider, set())
         n = 0
@@ -234,17 +231,18 @@ class WorkerMetrics:
             open_turns.discard(key)
             n += 1
         self.idle_closed.inc((provider,), n)
-        for topic, value, *_ in items:
-            if topic == CANONICAL_TOPIC:
+        for item in items:
+            if item.topic == CANONICAL_TOPIC and item.value is not None:
                 self.canonical_events.inc((provider,
-                                           event_type(value).decode("ascii", "replace")))
+                                           event_type(item.value).decode("ascii", "replace")))
         self.count_outputs(items)
 
-    def stalls(self, provider: str, items: list[Item]) -> None:
+    def stalls(self, provider: str, items: list[ProducerRecord]) -> None:
         """Account the stall scan's output (session.state.changed events, chat records)."""
-        for topic, value, *_ in items:
-            if topic == CANONICAL_TOPIC:
-                self.canonical_events.inc((provider, event_type(value).decode("ascii", "replace")))
+        for item in items:
+            if item.topic == CANONICAL_TOPIC and item.value is not None:
+                self.canonical_events.inc((provider,
+                                           event_type(item.value).decode("ascii", "replace")))
         self.count_outputs(items)
 
     def forget_sessions(self, provider: str, live: Iterable[bytes]) -> None:
@@ -265,7 +263,7 @@ class WorkerMetrics:
 
     # -- helpers -----------------------------------------------------------------
 
-    def _delivered(self, agent: str, records: int, items: list[Item],
+    def _delivered(self, agent: str, records: int, items: list[ProducerRecord],
                    timestamps: Iterable[float], translate: float, publish: float,
                    provider: str | None) -> None:
         a = (agent,)
@@ -281,10 +279,10 @@ class WorkerMetrics:
                 lag(p, now - ts)
         self.count_outputs(items)
 
-    def count_outputs(self, items: list[Item]) -> None:
+    def count_outputs(self, items: list[ProducerRecord]) -> None:
         counts: dict[str, int] = {}
         for item in items:
-            counts[item[0]] = counts.get(item[0], 0) + 1
+            counts[item.topic] = counts.get(item.topic, 0) + 1
         for topic, n in counts.items():
             self.output_records.inc((topic,), n)
 

@@ -10,14 +10,17 @@ co-partitioned, so a session keeps one partition end to end) and dead letters to
 count the delivered events into the fleet-metrics stage (`pipeline.worker.fleet`).
 Bad input never reaches the supervisor: it is dead-lettered.
 
-Each batch leaves through a `Checkpoint` (pipeline.worker.checkpoint): publish, then
-store, then acknowledge. A delivery that fails (the broker went away, a timeout) is
+Each batch leaves through a `Checkpoint` (pipeline.worker.checkpoint), the one commit
+path of everything the worker publishes or stores: publish, then store, then
+acknowledge. A delivery that fails (the broker went away, a timeout) is
 sent again with backoff until it succeeds (pipeline.worker.output): the batch's records
 are not acknowledged and its states not stored meanwhile, and /health says degraded.
 Every agent counts what it did per batch into `pipeline.ops.metrics` (served with
 /health by `pipeline.ops.web`). Idle sessions are closed by a timer of each agent
 (pipeline.worker.idle), and sessions that wait too long on the model, a tool or an
-approval are said to be stalled by another (pipeline.worker.stall). The source watch
+approval are said to be stalled by another (pipeline.worker.stall); both hand their
+outputs to a checkpoint, and share the agent's `ProcessingContext`
+(pipeline.worker.context). The source watch
 (pipeline.worker.watch) checks the worker's topics and read positions for /health, and
 repairs what a broker that lost its storage left behind.
 """
@@ -26,31 +29,31 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
 from functools import partial
 from typing import Any
 
 import faust
 
-from pipeline.ops.metrics import Item, WorkerMetrics
+from pipeline.ops.metrics import WorkerMetrics
 from pipeline.ops.web import Health, install_web
 from pipeline.settings import Settings
-from pipeline.worker.checkpoint import Checkpoint, Sessions, Tables
+from pipeline.worker.checkpoint import Checkpoint, PendingChangelog, commit_fleet
+from pipeline.worker.context import ProcessingContext, Sessions, Tables
+from pipeline.worker.exceptions import Abandoned
 from pipeline.worker.faust_consumer import TableManager, tune_consumer
-from pipeline.worker.faust_door import (
-    acting_for,
+from pipeline.worker.faust_internals import (
     add_table,
     forget_unacknowledged,
     hold_unacknowledged,
     local_size,
     release_acks,
+    set_current_event,
     take_batches,
 )
 from pipeline.worker.fleet import FleetStage, add_fleet
 from pipeline.worker.idle import add_idle_expiry
 from pipeline.worker.normalize import Normalizer, internal_error
-from pipeline.worker.output import STOP_POLL_SECONDS, Abandoned, OutputProducer
-from pipeline.worker.owed import Owed
+from pipeline.worker.output import STOP_POLL_SECONDS, OutputProducer
 from pipeline.worker.stall import add_stall_watch
 from pipeline.worker.watch import add_source_watch
 from topics.catalog import CANONICAL_TOPIC, CHAT_TOPIC, DEADLETTER_TOPIC, raw_topic
@@ -119,11 +122,9 @@ def create_app(settings: Settings) -> faust.App:
     tables: dict[str, Any] = {}  # name -> Faust table, for /metrics' table sizes
     fleet = None
     if settings.fleet_enabled:
-        async def publish_metrics(items: list[Item]) -> None:
-            await sink.publish(items, "fleet")
-
-        fleet = add_fleet(app, settings, metrics, publish_metrics)
+        fleet = add_fleet(app, settings, metrics)
         tables["fleet.windows"], tables["fleet.sessions"] = fleet.windows, fleet.sessions
+        _add_fleet_publication(app, settings, fleet, sink)
     for provider in settings.providers:
         tables[f"sessions.{provider}"] = _add_normalizer(app, settings, provider, sink, metrics,
                                                          fleet)
@@ -131,6 +132,18 @@ def create_app(settings: Settings) -> faust.App:
                 {name: partial(local_size, t) for name, t in tables.items()}, sink.probe)
     add_source_watch(app, settings, health, sink)
     return app
+
+
+def _add_fleet_publication(app: faust.App, settings: Settings, stage: FleetStage,
+                           sink: OutputProducer) -> None:
+    """The timer that publishes the fleet stage's windows to agents.metrics every
+    settings.fleet_publish_interval seconds (checkpoint.commit_fleet)."""
+
+    async def publish_windows() -> None:
+        if not app.should_stop:
+            await commit_fleet(stage, sink, app)
+
+    app.timer(settings.fleet_publish_interval, name="fleet.publish")(publish_windows)
 
 
 def _add_normalizer(app: faust.App, settings: Settings, provider: str,
@@ -149,38 +162,37 @@ def _add_normalizer(app: faust.App, settings: Settings, provider: str,
     name = f"normalize.{provider}"
     tables = Tables(table, items, step.redactor)
     counted = (fleet.windows, fleet.sessions) if fleet is not None else ()
-    sessions = Sessions(Owed(tables, sink, name, partial(release_acks, app), counted))
-
-    def checkpoint() -> Checkpoint:
-        return Checkpoint(name, provider, tables, sessions, sink, metrics, fleet)
-
-    _add_batched_agent(app, settings, name, source, step, checkpoint, sessions)
-    add_idle_expiry(app, settings, name, tables, step, sessions, sink, metrics, fleet)
-    add_stall_watch(app, settings, name, tables, step, sessions, sink, metrics, fleet)
+    sessions = Sessions(PendingChangelog(tables, sink, name, partial(release_acks, app),
+                                         counted))
+    ctx = ProcessingContext(app, settings, name, provider, tables, step, sessions, sink,
+                            metrics, fleet)
+    _add_batched_agent(ctx, source)
+    add_idle_expiry(ctx)
+    add_stall_watch(ctx)
     return table
 
 
-def _add_batched_agent(app: faust.App, settings: Settings, name: str, source: faust.TopicT,
-                       step: Normalizer, checkpoint: Callable[[], Checkpoint],
-                       sessions: Sessions) -> None:
+def _add_batched_agent(ctx: ProcessingContext, source: faust.TopicT) -> None:
     """The normalize agent of one raw topic: `step` over batches of records, each batch
     through a new `checkpoint()` (publish -> store -> acknowledge: see
-    pipeline.worker.checkpoint), under the lock it shares with the idle scan.
+    pipeline.worker.checkpoint), under the lock it shares with the idle and stall scans.
 
     Each record is processed in order, reading its session's state from the batch's own
     checkpoint (a session's state is read once and written once per batch, however many
     of its records the batch holds). A batch that is not acknowledged when the agent
-    stops or crashes is held back from Faust (faust_door.hold_unacknowledged).
+    stops or crashes is held back from Faust (faust_internals.hold_unacknowledged).
 
     A batch given up as the worker stops (its delivery was being sent again:
     output.Abandoned) is not acknowledged either: the agent then waits for Faust to
     cancel it, taking its records off what Faust's shutdown waits for.
 
-    A delivered batch's states go with the next batch's delivery (pipeline.worker.owed),
+    A delivered batch's states go with the next batch's delivery (pipeline.worker.checkpoint),
     or on their own once the agent has had nothing to deliver for a moment, or as it
     stops."""
+    app, settings, name, step, sessions = ctx.app, ctx.settings, ctx.name, ctx.step, \
+        ctx.sessions
     topic = source.get_topic_name()
-    owed = sessions.owed
+    pending = sessions.pending
 
     async def run(stream: faust.StreamT) -> None:
         batches = take_batches(stream, settings.batch_max, settings.batch_within)
@@ -189,7 +201,7 @@ def _add_batched_agent(app: faust.App, settings: Settings, name: str, source: fa
             async for events in batches:
                 delivered = False
                 async with sessions.lock:
-                    batch = checkpoint()
+                    batch = Checkpoint(ctx)
                     _translate(events, batch)
                     try:
                         await batch.commit()
@@ -198,12 +210,12 @@ def _add_batched_agent(app: faust.App, settings: Settings, name: str, source: fa
                 if not batch.acknowledged:
                     await _given_up()  # never returns: Faust cancels the agent
                 delivered = True
-                owed.schedule(sessions.lock, partial(forget_unacknowledged, app, topic))
+                pending.schedule(sessions.lock, partial(forget_unacknowledged, app, topic))
         except BaseException as e:
             if not delivered:
                 hold_unacknowledged(batches)
             if isinstance(e, asyncio.CancelledError):
-                await owed.settle(sessions.lock)
+                await pending.settle(sessions.lock)
             raise
 
     async def _given_up() -> None:
@@ -225,7 +237,7 @@ def _add_batched_agent(app: faust.App, settings: Settings, name: str, source: fa
                 if key is not None:
                     # the RocksDB store reads this record's partition: the session's
                     # entry, and its items' spooled chunks (read by any record of it)
-                    acting_for(event)
+                    set_current_event(event)
                 stored = batch.stored(key) if key is not None else None
                 out = step.process(stored, key, value, partition=partition,
                                    offset=msg.offset, timestamp_ms=int(ts * 1000) if ts else None,

@@ -6,7 +6,7 @@ what it measured on Apache Kafka 4.4 and on the embedded Tansu (faust-streaming 
 aiokafka 0.14), and the tests that guard it: tests/pipeline/test_faust_consumer.py
 fails, by name, when Faust or aiokafka changes what a workaround relies on, and the
 broker tests named show that a real worker takes the patched path. tests/pipeline/
-test_rooms.py allows this module and pipeline.worker.faust_door, and no other, to
+test_layers.py allows this module and pipeline.worker.faust_internals, and no other, to
 reach Faust's internals.
 
 5. Table recovery (`Recovery`, `TableManager`, the app's TableManager setting): three

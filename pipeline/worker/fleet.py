@@ -2,7 +2,8 @@
 -> agents.metrics, and Prometheus gauges of the current windows.
 
 It counts the events of agents.canonical as the normalize agents publish them (each
-delivered batch, in the same process and partition), not by reading the topic back.
+delivered checkpoint, in the same process and partition), not by reading the topic
+back.
 
 Windows, in event time (the canonical record's timestamp, which the normalize agents
 copy from the raw record): Faust's `TumblingWindow(60)` and `HoppingWindow(300, 60)`.
@@ -37,10 +38,10 @@ busy the stream.
 
 What the input must not do (each reproduced on a real worker):
 - Stop the agents. Counting a batch is synchronous, so the agents never wait for the
-  stage; the publication goes in deliveries of at most PUBLISH_CHUNK records, sent
-  again until the cluster takes them (pipeline.worker.output.OutputProducer) while nothing the
-  agents need is held, and a worker that stops cancels it (`until_stopped`): whoever
-  holds the windows next publishes them again.
+  stage; the publication (pipeline.worker.checkpoint.commit_fleet) goes in deliveries
+  of at most PUBLISH_CHUNK records, sent again until the cluster takes them while
+  nothing the agents need is held, and a worker that stops cancels it: whoever holds
+  the windows next publishes them again.
 - Move a partition's clock to a far date. An event time more than `skew` ahead of the
   worker's clock (half the grace, at least a second, so that no honest event is late
   because of it), or none, is taken as the worker's clock and counted in
@@ -61,22 +62,16 @@ from __future__ import annotations
 import contextvars
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, NamedTuple
 
 import msgspec
 
-from pipeline.ops.metrics import Item, WorkerMetrics, event_type
+from pipeline.ops.metrics import WorkerMetrics, event_type
 from pipeline.ops.prometheus import OTHER, Registry, clean_label
+from pipeline.ops.records import ProducerRecord, TableEntry
 from pipeline.settings import Settings
-from pipeline.worker.faust_door import (
-    ChangelogRecord,
-    acting_for,
-    add_table,
-    local,
-    send_changelog,
-    write_entries,
-)
+from pipeline.worker.faust_internals import add_table, local, set_current_event
 from pipeline.worker.fleet_counts import (
     CLOCK,
     HOPPING,
@@ -89,6 +84,7 @@ from pipeline.worker.fleet_counts import (
     Counted,
     FleetSession,
     Group,
+    SessionCount,
     Stored,
     absurd,
     add_contributions,
@@ -106,7 +102,6 @@ from pipeline.worker.fleet_counts import (
     record_key,
 )
 from pipeline.worker.fleet_gauges import FleetGauges
-from pipeline.worker.output import until_stopped
 from topics.catalog import METRICS_TOPIC
 from topics.metrics import FLEET_SCHEMA_VERSION, FleetMetrics, encode_fleet_metrics
 
@@ -115,25 +110,30 @@ log = logging.getLogger("canonflow.fleet")
 #: Records per delivery of the publication.
 PUBLISH_CHUNK = 1000
 
-def _put(table: Any, key: bytes, partition: int, value: bytes | None,
-         out: list[ChangelogRecord] | None = None) -> None:
-    """Write (None: delete with a tombstone) one entry in the given changelog partition:
-    its changelog record sent through Faust's producer, or, with `out`, appended there
-    for the caller to deliver (a normalize agent's batch: with its next delivery)."""
-    if out is None:
-        send_changelog(table, partition, key, value)
-    else:
-        out.extend(write_entries(table, [(key, partition, value, None)]))
+class TableWrite(NamedTuple):
+    """An entry the stage writes to one of its tables (the checkpoint writes it:
+    pipeline.worker.checkpoint.write_tables)."""
+
+    table: Any
+    entry: TableEntry
 
 
+def _put(table: Any, key: bytes, partition: int, value: bytes | None, record: Any,
+         out: list[TableWrite]) -> None:
+    """Write (None: delete with a tombstone) one entry in the given changelog partition,
+    as if by `record` (whose partition the local store writes it to): appended to `out`,
+    for the checkpoint to write and deliver."""
+    out.append(TableWrite(table, TableEntry(key, partition, value, record)))
 
 
 class FleetStage:
     """The stage's logic over its two tables; the Faust wiring is `add_fleet`.
 
-    Everything that reads or writes the stage's state is synchronous (`process`,
-    `due`, `_settle`), so the agents' batches and the publication interleave only at
-    the publication's awaits, which hold nothing the agents need (see `flush`)."""
+    Everything that reads the stage's state or says what to write is synchronous
+    (`process`, `due`, `settle`), so the agents' batches and the publication interleave
+    only at the publication's awaits, which hold nothing the agents need. The stage
+    never writes its tables itself: it hands its writes (`TableWrite`) to the
+    checkpoint (pipeline.worker.checkpoint), which writes them in its order."""
 
     def __init__(self, settings: Settings, registry: Registry,
                  metrics: WorkerMetrics | None = None):
@@ -161,7 +161,7 @@ class FleetStage:
         known = self.clocks.get(partition)
         if known is None:
             if event is not None:
-                acting_for(event)
+                set_current_event(event)
             raw = local(self.windows).get(CLOCK + str(partition).encode())
             known = decode_int(raw) if raw else 0
             now = int(time.time() * 1000)
@@ -185,27 +185,27 @@ class FleetStage:
 
     # -- per batch --------------------------------------------------------------
 
-    async def count(self, events: list[Counted],
-                    out: list[ChangelogRecord] | None = None) -> None:
-        """Count one batch; a failure is logged, never raised: counting must not stop
-        the stream it reads. Nothing here waits: the agents never wait for the stage.
-        With `out`, the tables' changelog records go there (see `_put`)."""
+    def count(self, events: list[Counted]) -> list[TableWrite]:
+        """Count one batch; returns the table writes it makes (the checkpoint writes
+        them). A failure is logged, never raised: counting must not stop the stream it
+        reads. Nothing here waits: the agents never wait for the stage."""
         t0 = time.perf_counter()
+        out: list[TableWrite] = []
         try:
             self.process(events, out)
         except Exception:
             log.exception("fleet: a batch could not be counted")
         if self.metrics is not None:
             self.metrics.counted("fleet", len(events), time.perf_counter() - t0)
+        return out
 
-    def process(self, events: Iterable[Counted],
-                out: list[ChangelogRecord] | None = None) -> int:
+    def process(self, events: Iterable[Counted], out: list[TableWrite]) -> int:
         """Count a batch of canonical events into the pane table, each event on its own:
         one that fails costs its own counts (logged, and counted in
         `canonflow_fleet_uncounted_events_total`). Returns the number of late events
         dropped.
 
-        Every table read and write names the record it is for (pipeline.worker.faust_door): the
+        Every table read and write names the record it is for (pipeline.worker.faust_internals): the
         RocksDB store reads and writes the database of the current event's partition."""
         now_ms = int(time.time() * 1000)
         batch = Batch()
@@ -251,8 +251,8 @@ class FleetStage:
                 self.gauges.absurd.inc((field,))
         contribs = [(f, a) for f, a in contribs if not absurd(f, a)]
         changed = changed or (session.model, session.pending) != before
-        batch.states[key] = ((p, None, True, source) if e.type == "session.exited"
-                             else (p, session, changed, source))
+        batch.states[key] = (SessionCount(p, None, True, source) if e.type == "session.exited"
+                             else SessionCount(p, session, changed, source))
         if not contribs:
             return 0
         minute = ts_ms - ts_ms % MINUTE_MS
@@ -277,9 +277,10 @@ class FleetStage:
         batch changed it already: what an event changes in the copy is kept only if the
         event is counted whole."""
         if key in batch.states:
-            _, session, changed, _ = batch.states[key]
+            kept = batch.states[key]
+            session, changed = kept.session, kept.changed
         else:
-            acting_for(source)
+            set_current_event(source)
             raw = local(self.sessions).get(key)
             session, changed = (decode_session(raw) if raw else None), False
         return (FleetSession(session.model, session.pending) if session else FleetSession(),
@@ -303,7 +304,7 @@ class FleetStage:
 
     def _read_pane(self, pkey: bytes, source: Any, batch: Batch) -> Stored | None:
         if pkey not in batch.stored:
-            acting_for(source)
+            set_current_event(source)
             raw = local(self.windows).get(pkey)
             batch.stored[pkey] = decode_stored(raw) if raw else None
         return batch.stored[pkey]
@@ -317,8 +318,8 @@ class FleetStage:
             self.models = models
         return self.models
 
-    def _write(self, batch: Batch, out: list[ChangelogRecord] | None) -> int:
-        """Write the batch's panes and sessions (their changelog records: see `_put`);
+    def _write(self, batch: Batch, out: list[TableWrite]) -> int:
+        """The batch's panes and sessions, as table writes in `out` (see `_put`);
         returns the events of the panes that could not be written."""
         windows, sessions, failed = self.windows, self.sessions, 0
         for pkey, fields in batch.acc.items():
@@ -329,22 +330,22 @@ class FleetStage:
                     schemaVersion=FLEET_SCHEMA_VERSION, window=TUMBLING, windowStartMs=minute,
                     windowEndMs=minute + MINUTE_MS, provider=provider, model=model, partition=p)
                 last = batch.last[pkey]
-                acting_for(last.source)
                 offset = last.offset if last.offset is not None else (
                     prior.offset if prior is not None else -1)
-                _put(windows, pkey, p, encode(Stored(offset, merge(base, fields))), out)
+                _put(windows, pkey, p, encode(Stored(offset, merge(base, fields))),
+                     last.source, out)
                 self.dirty.add(pkey)
             except Exception:
                 log.exception("fleet: pane %r could not be written", pkey)
                 failed += batch.n.get(pkey, 0)
-        for key, (p, session, changed, event) in batch.states.items():
+        for key, kept in batch.states.items():
             try:
-                acting_for(event)
-                if session is None:
+                set_current_event(kept.record)  # the store reads the record's partition
+                if kept.session is None:
                     if key in local(sessions):
-                        _put(sessions, key, p, None, out)
-                elif changed:
-                    _put(sessions, key, p, encode(session), out)
+                        _put(sessions, key, kept.partition, None, None, out)
+                elif kept.changed:
+                    _put(sessions, key, kept.partition, encode(kept.session), kept.record, out)
             except Exception:
                 log.exception("fleet: session %r could not be stored", key)
         return failed
@@ -374,12 +375,12 @@ class FleetStage:
         """Every pane in the table, by (provider, model, partition) and minute."""
         return {group: self.decoded(keys) for group, keys in self.index().items()}
 
-    def due(self) -> tuple[list[Item], list[tuple[bytes, int]]]:
+    def due(self) -> tuple[list[ProducerRecord], list[tuple[bytes, int]]]:
         """The agents.metrics records to publish now (the windows whose panes changed,
         and those that closed, with `closed: true`), and the panes to remove once they
         are delivered (no open window holds them any more). Decodes only the panes of
         the (provider, model, partition) groups that have something to publish."""
-        items: list[Item] = []
+        items: list[ProducerRecord] = []
         remove: list[tuple[bytes, int]] = []
         grace, final = self.grace_ms, self.final
         for (provider, model, p), keys in self.index().items():
@@ -402,8 +403,8 @@ class FleetStage:
                 closed = minute + MINUTE_MS + grace <= clock
                 rkey = record_key(TUMBLING, provider, model, minute, p)
                 if minute in dirty or (closed and rkey not in final):
-                    items.append((METRICS_TOPIC, encode_fleet_metrics(
-                        msgspec.structs.replace(pane, closed=closed)), rkey, p, None))
+                    items.append(ProducerRecord(METRICS_TOPIC, encode_fleet_metrics(
+                        msgspec.structs.replace(pane, closed=closed)), rkey, p))
                     if closed:
                         final.add(rkey)
             for start in sorted(starts):
@@ -415,65 +416,35 @@ class FleetStage:
                 if dirty.intersection(members) or (closed and rkey not in final):
                     value = hopping_window((panes[m] for m in members), start, closed,
                                            panes[members[0]])
-                    items.append((METRICS_TOPIC, encode_fleet_metrics(value), rkey, p, None))
+                    items.append(ProducerRecord(METRICS_TOPIC, encode_fleet_metrics(value), rkey, p))
                     if closed:
                         final.add(rkey)
         return items, remove
 
-    async def flush(self, publish: Callable[[list[Item]], Awaitable[None]]) -> int:
-        """Publish what is due, PUBLISH_CHUNK records per delivery, and wait for each;
-        then store the stream times and forget the panes no open window holds. Returns
-        the number of records published.
-
-        While a delivery is sent again (the cluster does not take it), the agents count
-        on: nothing they need is held. When the app stops, the delivery is cancelled and
-        the windows stay changed (a worker that holds them next publishes them again);
-        after a recovery during the publication (a rebalance), nothing is removed."""
-        if self.windows is None:
-            return 0
-        generation = self.generation
-        # no current event: the RocksDB store then looks a key up in every partition
-        items, remove = contextvars.Context().run(self.due)
-        clocks = dict(self.clocks)
-        sent, self.dirty = self.dirty, set()
-        done = 0
-        try:
-            for start in range(0, len(items), PUBLISH_CHUNK):
-                chunk = items[start:start + PUBLISH_CHUNK]
-                if self.app is None:
-                    await publish(chunk)
-                elif not await until_stopped(self.app, publish(chunk)):
-                    self.dirty |= sent
-                    return done
-                done += len(chunk)
-        except BaseException:
-            self.dirty |= sent
-            raise
-        if generation == self.generation:
-            contextvars.Context().run(self._settle, remove, clocks)
-        return done
-
-    def _settle(self, remove: list[tuple[bytes, int]], clocks: dict[int, int]) -> None:
-        """After a publication: remove the panes no open window holds, and store the
-        stream times (as they were when it began) that moved (a write names a record of
-        its partition)."""
+    def settle(self, remove: list[tuple[bytes, int]], clocks: dict[int, int]
+               ) -> list[TableWrite]:
+        """After a publication (pipeline.worker.checkpoint.commit_fleet): the table writes
+        that remove the panes no open window holds, and store the stream times (as they
+        were when it began) that moved (a write names a record of its partition)."""
+        out: list[TableWrite] = []
         models = self._models()
         for key, p in remove:
-            _put(self.windows, key, p, None)
+            _put(self.windows, key, p, None, None, out)
             model = parse_pane(key)[1]
             if models.get(model, 0) > 1:
                 models[model] -= 1
             else:
                 models.pop(model, None)
         if remove:  # forget the closed windows none of whose panes is left
-            live = set(local(self.windows).keys())
+            gone = {key for key, _ in remove}
+            live = set(local(self.windows).keys()) - gone
             self.final = {r for r in self.final if any(k in live for k in panes_of(r))}
         stored = {p: local(self.windows).get(CLOCK + str(p).encode()) for p in clocks}
         for p, clock in clocks.items():
             raw, event = stored[p], self.last_event.get(p)
             if clock and event is not None and (raw is None or decode_int(raw) < clock):
-                acting_for(event)
-                _put(self.windows, CLOCK + str(p).encode(), p, encode(clock))
+                _put(self.windows, CLOCK + str(p).encode(), p, encode(clock), event, out)
+        return out
 
     async def on_recover(self) -> None:
         """After a rebalance: read the stream times and models again from the table, and
@@ -490,13 +461,13 @@ class FleetStage:
 
 
 
-def add_fleet(app: Any, settings: Settings, metrics: WorkerMetrics,
-              publish: Callable[[list[Item]], Awaitable[None]]) -> FleetStage:
-    """Wire the stage into a Faust app: its two tables and the timer that publishes to
-    agents.metrics. The normalize agents run `stage.count(events)` on the canonical
-    events of each batch once they are delivered: Faust's cost is per record and per
-    agent, and a stage of its own reading agents.canonical back cost the worker more
-    than the counting itself (`canonflow bench`)."""
+def add_fleet(app: Any, settings: Settings, metrics: WorkerMetrics) -> FleetStage:
+    """Wire the stage into a Faust app: its two tables and its topic. The normalize
+    agents' checkpoints count the canonical events of each batch once they are
+    delivered: Faust's cost is per record and per agent, and a stage of its own reading
+    agents.canonical back cost the worker more than the counting itself (`canonflow
+    bench`). The app publishes its windows from a timer
+    (pipeline.worker.checkpoint.commit_fleet)."""
     stage = FleetStage(settings, metrics.registry, metrics)
     stage.app = app
     app.topic(METRICS_TOPIC, key_serializer="raw", value_serializer="raw",
@@ -504,16 +475,4 @@ def add_fleet(app: Any, settings: Settings, metrics: WorkerMetrics,
     stage.windows = add_table(app, settings, "fleet.windows")
     stage.sessions = add_table(app, settings, "fleet.sessions")
     stage.windows.on_recover(stage.on_recover)
-
-    async def publish_windows() -> None:
-        async def deliver(items: list[Item]) -> None:
-            t0 = time.perf_counter()
-            await publish(items)
-            metrics.publish_seconds.observe(("fleet",), time.perf_counter() - t0)
-            metrics.count_outputs(items)
-
-        if not app.should_stop:
-            await stage.flush(deliver)
-
-    app.timer(settings.fleet_publish_interval, name="fleet.publish")(publish_windows)
     return stage

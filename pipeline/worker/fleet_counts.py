@@ -284,7 +284,7 @@ class Counted(NamedTuple):
     #: closings, which no raw record carries (counted, never taken for a redelivery).
     offset: int | None
     ts_ms: int  # event time: the raw record's timestamp, the canonical record's too
-    source: Any  # the record (or stand-in) whose partition table reads and writes use
+    source: Any  # the record (or partition record) whose partition table reads and writes use
 
 
 def panes_of(rkey: bytes) -> list[bytes]:
@@ -297,6 +297,16 @@ def panes_of(rkey: bytes) -> list[bytes]:
             for k in range(n)]
 
 
+class SessionCount(NamedTuple):
+    """A session's fleet state as a batch left it: on `partition`, `session` (None:
+    forget it), whether the batch `changed` it, and the record to write it for."""
+
+    partition: int
+    session: FleetSession | None
+    changed: bool
+    record: Any
+
+
 class Batch:
     """What counting one batch accumulates before it writes the tables."""
 
@@ -307,5 +317,4 @@ class Batch:
         self.last: dict[bytes, Counted] = {}  # pane -> the last event counted in it
         self.n: dict[bytes, int] = {}  # pane -> events counted in it
         self.stored: dict[bytes, Stored | None] = {}  # pane -> its table value
-        # session -> (partition, state (None: forget it), changed, a record to write it for)
-        self.states: dict[bytes, tuple[int, FleetSession | None, bool, Any]] = {}
+        self.states: dict[bytes, SessionCount] = {}  # session -> its state after the batch

@@ -10,27 +10,17 @@ import logging
 import time
 from typing import Any
 
-from pipeline.ops.metrics import Item, WorkerMetrics
-from pipeline.settings import Settings
-from pipeline.worker.checkpoint import Sessions, Tables, outputs, summary_item
-from pipeline.worker.faust_door import (
-    Entry,
-    local,
-    note_persisted,
-    partition_stand_in,
-    write_entries,
-)
-from pipeline.worker.fleet import Counted, FleetStage
-from pipeline.worker.normalize import Normalizer, closed_at, closed_mark
-from pipeline.worker.output import Abandoned, OutputProducer, until_stopped
-from topics.catalog import SESSIONS_TOPIC
+from pipeline.ops.records import TableEntry
+from pipeline.worker.checkpoint import IDLE, Checkpoint
+from pipeline.worker.context import ProcessingContext
+from pipeline.worker.faust_internals import local, partition_record
+from pipeline.worker.normalize import closed_at, closed_mark
+from pipeline.worker.output import until_stopped
 
 log = logging.getLogger("canonflow")
 
 
-def add_idle_expiry(app: Any, settings: Settings, name: str, tables: Tables,
-                    step: Normalizer, sessions: Sessions, sink: OutputProducer,
-                    metrics: WorkerMetrics, fleet: FleetStage | None) -> None:
+def add_idle_expiry(ctx: ProcessingContext) -> None:
     """Close sessions without a record for settings.idle_timeout seconds, so that no
     consumer waits forever on a turn that will never end, and remove their state.
 
@@ -38,20 +28,22 @@ def add_idle_expiry(app: Any, settings: Settings, name: str, tables: Tables,
     a session this worker only recovered from the changelog counts from the first
     scan that sees it.
 
-    The scan closes `chunk` sessions at a time, and lets the loop run between chunks.
-    The agent's lock is held only while a chunk's closing events are made and its
-    sessions leave the local tables (no await): a record of one of them that comes
-    after starts a new life. Their delivery and their tombstones, sent again until the
-    cluster takes them, hold nothing the agent needs, and stop when the worker stops:
-    then no tombstone was delivered, and the worker that recovers the sessions closes
-    them again (the same eventIds). (Issue 25: 100,000 sessions closed in one go, their
-    delivery retried under the agent's lock, stopped the worker for 12 minutes.)
+    The scan closes `chunk` sessions at a time, each chunk one checkpoint under the
+    agent's lock (pipeline.worker.checkpoint: its closing events published, then the
+    sessions' tombstones stored), and lets the loop run between chunks: a record of a
+    closed session that comes after starts a new life. A chunk stays small so that the
+    agent waits little for it, even when its delivery is sent again. A worker that stops
+    (or dies) before a chunk's tombstones are delivered leaves the sessions to the worker
+    that recovers them, which closes them again with the same events (the same
+    eventIds).
 
     A closed session's last summary goes to agents.sessions with its closing events.
     With a retention (settings.sessions_retention), its table entry becomes a mark of
     the close time until a scan past the retention tombstones the summary and the
     mark (a mark outlives a restart: it is in the changelog); without, the summary's
     tombstone follows the summary at once."""
+    app, settings, name, tables, step = ctx.app, ctx.settings, ctx.name, ctx.tables, ctx.step
+    sessions, metrics = ctx.sessions, ctx.metrics
     table = tables.sessions
     retention_ms = int(settings.sessions_retention * 1000)
     idle_ms = int(settings.idle_timeout * 1000)
@@ -75,18 +67,10 @@ def add_idle_expiry(app: Any, settings: Settings, name: str, tables: Tables,
     async def close(keys: list[bytes], cutoff: float) -> bool:
         """Close the sessions of `keys` still idle; False when the worker stopped first."""
         now_ms = int(time.time() * 1000)
-        closed: list[tuple[bytes, int]] = []
-        forgotten: list[bytes] = []  # closed earlier: their summaries' retention is over
-        entries: list[Entry] = []  # the table's: tombstones, or marks of closed sessions
-        items: list[Item] = []
-        counted: list[Counted] = []
-        stand_ins: dict[int, Any] = {}
-        drops: list[Entry] = []
+        forgotten = 0  # closed earlier: their summaries' retention is over
+        at_partition: dict[int, Any] = {}  # a partition record per partition
         async with sessions.lock:
-            try:  # the states the agent owes go before these sessions' tombstones
-                await sessions.owed.flush()
-            except Abandoned:
-                return False
+            checkpoint = Checkpoint(ctx, IDLE)
             for key in keys:
                 seen = sessions.last_seen.get(key)
                 stored = local(table).get(key)
@@ -95,9 +79,9 @@ def add_idle_expiry(app: Any, settings: Settings, name: str, tables: Tables,
                 mark = closed_at(stored)
                 if mark is not None:  # closed, its summary kept: until the retention ends
                     if now_ms - mark[0] >= retention_ms:
-                        items.append((SESSIONS_TOPIC, None, key, mark[1], now_ms))
-                        entries.append((key, mark[1], None, None))
-                        forgotten.append(key)
+                        checkpoint.add_synthetic(None, key, mark[1], now_ms, None, None,
+                                                 summary_tombstone=True)
+                        forgotten += 1
                     continue
                 spool = tables.spool()  # its chunks live on the session's partition
                 try:
@@ -106,46 +90,25 @@ def add_idle_expiry(app: Any, settings: Settings, name: str, tables: Tables,
                 except Exception:  # an unreadable state is left alone, and said so
                     log.exception("%s: cannot close idle session %r", name, key)
                     continue
-                drops.extend((k, partition, None, None) for k, *_ in spool.entries(drops=True))
-                items.extend(outputs(out, key, partition, now_ms))
-                at = stand_ins.setdefault(partition, partition_stand_in(partition))
-                if out.summary is not None:
-                    items.append(summary_item(out.summary, key, partition, now_ms))
+                checkpoint.dropped.extend(TableEntry(e.key, partition, None)
+                                          for e in spool.entries(drops=True))
+                at = at_partition.setdefault(partition, partition_record(partition))
                 if out.summary is not None and retention_ms > 0:
-                    entries.append((key, partition, closed_mark(now_ms, partition), at))
+                    checkpoint.add_synthetic(out, key, partition, now_ms, at,
+                                             closed_mark(now_ms, partition))
                 else:
-                    if out.summary is not None:
-                        items.append((SESSIONS_TOPIC, None, key, partition, now_ms))
-                    entries.append((key, partition, None, None))
-                if fleet is not None:
-                    counted.extend(Counted(key, v, partition, None, now_ms, at)
-                                   for v in out.records)
-                closed.append((key, partition))
-            for key in [*(key for key, _ in closed), *forgotten]:
+                    checkpoint.add_synthetic(out, key, partition, now_ms, at, None,
+                                             summary_tombstone=out.summary is not None)
+                checkpoint.closed.append(key)
+            if not checkpoint:
+                return True
+            if not await until_stopped(app, checkpoint.commit()):
+                return False
+            for key in checkpoint.states:
                 sessions.last_seen.pop(key, None)
                 sessions.waits.drop(key)
-            tombstones = write_entries(table, entries)
-            chunk_tombstones = write_entries(tables.items, drops)
-        if not closed and not forgotten:
-            return True
-
-        async def deliver() -> None:
-            if items:
-                await sink.publish(items, f"{name}.idle")
-            # a session that came back meanwhile has a new life, whose state stands
-            for t, records in ((table, tombstones), (tables.items, chunk_tombstones)):
-                records = [r for r in records if local(t).get(r[2]) == r[1]]
-                if records:
-                    note_persisted([t], await sink.publish(records, f"{name}.idle",
-                                                       exact_ends=sink.exact_ends))
-
-        if not await until_stopped(app, deliver()):
-            return False
-        if counted and fleet is not None:
-            await fleet.count(counted)
-        metrics.closed_idle(step.provider, (key for key, _ in closed), items)
-        log.info("%s: closed %d idle session(s), tombstoned %d summaries", name, len(closed),
-                 len(forgotten))
+        log.info("%s: closed %d idle session(s), tombstoned %d summaries", name,
+                 len(checkpoint.closed), forgotten)
         return True
 
     app.timer(settings.idle_scan_interval, name=f"{name}.idle")(scan)

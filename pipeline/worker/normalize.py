@@ -36,7 +36,9 @@ from adapters.core import DEFAULT_ITEM_CAP, Emitter, close_session, fit_or_warn,
 from adapters.projections.chat import SPOOL_PREFIX as CHAT_SPOOL_PREFIX
 from adapters.projections.chat import ChatState, project_next
 from adapters.projections.summary import summarize
+from pipeline.ops.records import TableEntry
 from pipeline.privacy.redact import DeadLines, Redactor
+from pipeline.worker.exceptions import BadHeader
 from pipeline.worker.waits import Watch, open_requests, waiting_on
 from topics.canonical import (
     SessionStateChanged,
@@ -136,7 +138,7 @@ class BatchSpool:
 
     def __init__(self, get: Any = None, redactor: Redactor | None = None):
         self._get = get or (lambda key: None)
-        self.writes: dict[bytes, tuple[bytes | None, int, Any]] = {}
+        self.writes: dict[bytes, TableEntry] = {}
         self._partition, self._record = -1, None
         self._redact = redactor.redact_text if redactor is not None and redactor.active else None
 
@@ -150,7 +152,7 @@ class BatchSpool:
     def get(self, session: str, key: str, n: int) -> str | None:
         k = self.key(session, key, n)
         written = self.writes.get(k)
-        value = written[0] if written is not None else self._get(k)
+        value = written.value if written is not None else self._get(k)
         return None if value is None else value.decode("utf-8", "surrogatepass")
 
     def put(self, session: str, key: str, n: int, data: str | None) -> None:
@@ -162,18 +164,12 @@ class BatchSpool:
             data = self._redact(data.encode("utf-8", "surrogatepass")).decode(
                 "utf-8", "surrogatepass")
         value = None if data is None else data.encode("utf-8", "surrogatepass")
-        self.writes[self.key(session, key, n)] = (value, self._partition, self._record)
+        k = self.key(session, key, n)
+        self.writes[k] = TableEntry(k, self._partition, value, self._record)
 
-    def entries(self, drops: bool) -> list[tuple[bytes, int, bytes | None, Any]]:
-        """The writes (drops=False) or the deletions (drops=True), as table entries
-        (key, partition, value or None, record)."""
-        return [(k, partition, value, record)
-                for k, (value, partition, record) in self.writes.items()
-                if (value is None) == drops]
-
-
-class BadHeader(ValueError):
-    """A header canonflow reads holds a value it cannot take."""
+    def entries(self, drops: bool) -> list[TableEntry]:
+        """The writes (drops=False) or the deletions (drops=True)."""
+        return [e for e in self.writes.values() if (e.value is None) == drops]
 
 
 def parse_headers(headers: Any) -> tuple[Origin | None, int | None]:

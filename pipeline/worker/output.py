@@ -22,18 +22,16 @@ from aiokafka.errors import KafkaError
 from msgspec import UNSET
 
 from pipeline.ops.metrics import WorkerMetrics
+from pipeline.ops.records import ProducerRecord
 from pipeline.ops.web import Health
 from pipeline.settings import Settings
+from pipeline.worker.exceptions import Abandoned
 from pipeline.worker.normalize import dead_letter_bytes
 from topics.catalog import DEADLETTER_TOPIC, EVENT_MAX_MESSAGE_BYTES
 from topics.records import DeadLetter
 
 log = logging.getLogger("canonflow")
 
-#: A record for the output producer: (topic, value, key, partition, timestamp ms), and
-#: on the canonical and chat topics its headers (CloudEvents: topics.cloudevents) after
-#: them; an output Item, or a changelog record, whose value None is a tombstone.
-Record = tuple[Any, ...]
 #: Backoff between two attempts to deliver a batch's output: first, then doubling to max.
 RETRY_FIRST_SECONDS = 0.2
 RETRY_MAX_SECONDS = 10.0
@@ -41,14 +39,8 @@ RETRY_MAX_SECONDS = 10.0
 STOP_POLL_SECONDS = 0.1
 #: Give up a delivery being sent again when the worker begins to stop (Abandoned), so
 #: that SIGTERM is honoured at once; the batch is not acknowledged and is read again after
-#: the restart. (It was off while a restart after a give-up intermittently lost the
-#: providers whose raw partitions had no committed offset: faust_door's Recovery, 1b.)
+#: the restart.
 GIVE_UP_ON_STOP = True
-
-
-class Abandoned(Exception):  # noqa: N818 - a way out, not an error
-    """The worker began to stop while a delivery was being sent again: it was given up,
-    undelivered (OutputProducer.publish)."""
 
 
 class OutputProducer:
@@ -112,9 +104,9 @@ class OutputProducer:
         cluster = await producer.client.fetch_all_metadata()
         return {t: len(cluster.partitions_for_topic(t) or ()) for t in cluster.topics()}
 
-    async def publish(self, items: Sequence[Record], agent: str, *, exact_ends: bool = False
+    async def publish(self, items: Sequence[ProducerRecord], agent: str, *, exact_ends: bool = False
                       ) -> dict[tuple[str, int], int]:
-        """Send `items` (topic, value, key, partition, timestamp ms) and wait until every
+        """Send `items` and wait until every
         one is delivered, in order within each topic partition. Returns the offset of
         the last record delivered in each (topic, partition).
 
@@ -146,7 +138,7 @@ class OutputProducer:
         again: each refused record goes to agents.deadletter with the reason (cut to the
         dead-letter limit; one refused there is logged and dropped), the partition moves
         on, and /health and canonflow_output_refused_total say so."""
-        pending: Sequence[Record] = items
+        pending: Sequence[ProducerRecord] = items
         delay = RETRY_FIRST_SECONDS
         started = time.monotonic()
         alone: set[int] = set()  # ids of records to send in a batch of their own
@@ -158,7 +150,7 @@ class OutputProducer:
                 self._unless_stopping(attempt, agent, len(pending)) if retrying else attempt)
             failed: set[tuple[str, int]] = set()
             again: list[int] = list(unsent)
-            refused: list[tuple[Record, BaseException]] = []
+            refused: list[tuple[ProducerRecord, BaseException]] = []
             for (tp, _, members), result in zip(sent, results, strict=True):
                 if tp not in failed and isinstance(result, BaseException) and refusal(
                         result, time.monotonic() - started):
@@ -183,7 +175,7 @@ class OutputProducer:
                 self.health.send_ok(agent)
                 return ends
             pending = [pending[i] for i in sorted(again)]
-            self.metrics.send_failed(agent, (item[0] for item in pending))
+            self.metrics.send_failed(agent, (item.topic for item in pending))
             self.health.send_failed(agent, error)
             log.warning("%s: %d record(s) not delivered (%s: %s); sending again in %.1fs",
                         agent, len(pending), type(error).__name__, error, delay)
@@ -191,7 +183,7 @@ class OutputProducer:
             await self._unless_stopping(asyncio.sleep(delay), agent, len(pending))
             delay = min(delay * 2, RETRY_MAX_SECONDS)
 
-    async def _attempt(self, items: Sequence[Record], exact_ends: bool, alone: set[int]
+    async def _attempt(self, items: Sequence[ProducerRecord], exact_ends: bool, alone: set[int]
                        ) -> tuple[list[tuple[tuple[str, int], Any, list[int]]],
                                   list[Any], list[int], BaseException | None]:
         """Send `items` once (see `_send`) and wait for every delivery: the batches sent,
@@ -220,10 +212,13 @@ class OutputProducer:
                         agent, records)
             raise
 
-    async def _refused(self, refused: list[tuple[Record, BaseException]], agent: str) -> None:
+    async def _refused(self, refused: list[tuple[ProducerRecord, BaseException]], agent: str) -> None:
         """Dead-letter the records the cluster refused for good (see publish)."""
-        letters: list[Record] = []
-        for (topic, value, key, partition, ts, *_), error in refused:
+        letters: list[ProducerRecord] = []
+        for record, error in refused:
+            topic, value, key, partition = record.topic, record.value, record.key, \
+                record.partition
+            ts = record.timestamp_ms
             name = type(error).__name__
             self.metrics.send_refused([topic], name)
             log.error("%s: %s refused a record of %d bytes for good (%s: %s); it goes to %s",
@@ -236,14 +231,14 @@ class OutputProducer:
                 errorClass=f"Refused.{name}",
                 reason=f"{topic} refused this output record for good: {name}: {error}",
                 value=value or b"", timestampMs=ts if ts is not None else UNSET)
-            letters.append((DEADLETTER_TOPIC, dead_letter_bytes(
+            letters.append(ProducerRecord(DEADLETTER_TOPIC, dead_letter_bytes(
                 letter, self.settings.max_message_bytes), key, partition, ts))
         self.health.send_refused(len(refused), refused[-1][1])
         if letters:
             await self.publish(letters, f"{agent}.refused")
 
     @staticmethod
-    async def _send(producer: Any, items: Sequence[Record],
+    async def _send(producer: Any, items: Sequence[ProducerRecord],
                     sent: list[tuple[tuple[str, int], Any, list[int]]],
                     unsent: list[int], exact_ends: bool, alone: set[int] | None = None
                     ) -> None:
@@ -263,7 +258,7 @@ class OutputProducer:
         takes as many requests as its longest partition has batches."""
         groups: dict[tuple[str, int], list[int]] = {}
         for i, item in enumerate(items):
-            groups.setdefault((item[0], item[3]), []).append(i)
+            groups.setdefault((item.topic, item.partition), []).append(i)
         queued: set[int] = set()
         try:
             plans = [(tp, _batches(producer, items, indexes, exact_ends, alone))
@@ -280,7 +275,7 @@ class OutputProducer:
             raise
 
 
-def _batches(producer: Any, items: Sequence[Record], indexes: list[int], exact_ends: bool,
+def _batches(producer: Any, items: Sequence[ProducerRecord], indexes: list[int], exact_ends: bool,
              alone: set[int] | None) -> list[tuple[Any, list[int]]]:
     """The record batches of one topic partition's `indexes`, in order, with the item
     indexes each holds (see OutputProducer._send)."""
@@ -289,16 +284,16 @@ def _batches(producer: Any, items: Sequence[Record], indexes: list[int], exact_e
     last = indexes[-1] if exact_ends and len(indexes) > 1 else None
     for i in indexes:
         item = items[i]
-        _, value, key, _, ts = item[:5]
-        headers = item[5] if len(item) > 5 else None
         single = bool(alone) and id(item) in alone  # type: ignore[operator]
         if members and (single or i == last):
             out.append((batch, members))
             batch, members = producer.create_batch(), []
-        if batch.append(key=key, value=value, timestamp=ts, headers=headers) is None:  # full
+        if batch.append(key=item.key, value=item.value, timestamp=item.timestamp_ms,
+                        headers=item.headers) is None:  # full
             out.append((batch, members))
             batch, members = producer.create_batch(), []
-            batch.append(key=key, value=value, timestamp=ts, headers=headers)
+            batch.append(key=item.key, value=item.value, timestamp=item.timestamp_ms,
+                         headers=item.headers)
         members.append(i)
         if single:  # and nothing after it in the same batch
             out.append((batch, members))

@@ -18,6 +18,7 @@ from typing import IO
 from pipeline.cluster.admin import unreachable
 from pipeline.cluster.broker import EmbeddedBroker, die_with_parent, stop_process
 from pipeline.settings import Settings, child_env
+from pipeline.worker.exceptions import Stopped
 
 #: Tansu's ListOffsets(latest) is exact only when every record is its own batch
 #: (see docs/operating/broker.md), which table recovery depends on.
@@ -88,16 +89,6 @@ def ensure_topics(settings: Settings) -> list[str]:
     from pipeline.cluster.admin import create_topics
 
     return asyncio.run(create_topics(settings))
-
-
-class Stopped(Exception):  # noqa: N818 - a way out, not an error
-    """SIGINT or SIGTERM came while the worker waited for its broker; `code` is the exit
-    status to leave with (130 for SIGINT, as a shell reports Ctrl-C; 0 for SIGTERM, an
-    orderly stop)."""
-
-    def __init__(self, signum: int):
-        super().__init__(signal.Signals(signum).name)
-        self.code = 130 if signum == signal.SIGINT else 0
 
 
 class SignalHold:

@@ -14,16 +14,11 @@ stored state). While the worker itself keeps events back (broker unreachable, a
 delivery being sent again) the scan says nothing, and that time is not counted in any
 session's wait.
 
-Unlike the idle scan's closings (a session that comes back begins a new life), a stall
-event takes a seq in a life that goes on. So its state is stored BEFORE the event is
-delivered (store -> publish, the reverse of a batch's Checkpoint), both while the
-agent's lock is held: a worker that dies between the two has the stall in its state
-and never published the event, and the session's next event comes with the seq after
-it (a consumer sees a gap: pipeline.cluster.consumer reports it as a Gap). The other
-order would give, after such a crash, the session's next real event the stall event's
-seq and eventId, and a consumer that drops copies would drop that real event: losing a
-synthetic health signal is the lesser harm. A chunk is at most `chunk` sessions, and
-the lock is let go between two.
+A chunk of stall events is one checkpoint under the agent's lock
+(pipeline.worker.checkpoint): the events published, then the states that remember them
+stored, and that changelog delivered at once. A stall event takes a seq in a life that
+goes on, so the checkpoint's theory of operation says what a crash between the two
+leaves. A chunk is at most `chunk` sessions, and the lock is let go between two.
 
 Worker only: `canonflow replay` reads files with no clock to wait on, and its output
 stays a function of its input.
@@ -36,11 +31,10 @@ import logging
 import time
 from typing import Any
 
-from pipeline.ops.metrics import Item, WorkerMetrics
 from pipeline.settings import Settings
-from pipeline.worker.checkpoint import Sessions, Tables, outputs, store, summary_item
-from pipeline.worker.faust_door import Entry, local, partition_stand_in
-from pipeline.worker.fleet import Counted, FleetStage
+from pipeline.worker.checkpoint import STALL, Checkpoint
+from pipeline.worker.context import ProcessingContext
+from pipeline.worker.faust_internals import local, partition_record
 from pipeline.worker.normalize import Normalizer
 from pipeline.worker.output import OutputProducer, until_stopped
 from pipeline.worker.waits import APPROVAL, IDLE, MODEL, TOOL, Waits
@@ -83,12 +77,12 @@ def troubled(sink: OutputProducer) -> bool:
     return sink.health.broker_ok is False or bool(sink.health.output_failing)
 
 
-def add_stall_watch(app: Any, settings: Settings, name: str, tables: Tables,
-                    step: Normalizer, sessions: Sessions, sink: OutputProducer,
-                    metrics: WorkerMetrics, fleet: FleetStage | None) -> None:
+def add_stall_watch(ctx: ProcessingContext) -> None:
     """Publish a synthetic session.state.changed (health "stalled") for each session
     that waits past its threshold (see the module doc), and export how many sessions
     are in each state (`canonflow_sessions_by_state`)."""
+    app, settings, name, tables, step = ctx.app, ctx.settings, ctx.name, ctx.tables, ctx.step
+    sessions, sink, metrics = ctx.sessions, ctx.sink, ctx.metrics
     table, waits = tables.sessions, sessions.waits
     metrics.session_states[step.provider] = waits.counts
     limit = limits(settings)
@@ -113,14 +107,11 @@ def add_stall_watch(app: Any, settings: Settings, name: str, tables: Tables,
 
     async def stall(keys: list[bytes]) -> None:
         """Say that the sessions of `keys` still overdue are stalled."""
-        items: list[Item] = []
-        counted: list[Counted] = []
         async with sessions.lock:
-            await sessions.owed.flush()  # the states the agent owes go before these
+            checkpoint = Checkpoint(ctx, STALL)
             now, now_ms = time.monotonic(), int(time.time() * 1000)
-            states: list[Entry] = []
             said: list[tuple[bytes, str, float]] = []
-            stand_ins: dict[int, Any] = {}
+            at_partition: dict[int, Any] = {}  # a partition record per partition
             for key in keys:
                 entry = waits.get(key)
                 if entry is None:
@@ -142,26 +133,14 @@ def add_stall_watch(app: Any, settings: Settings, name: str, tables: Tables,
                     waits.put(key, on, now)  # looked at again after another threshold
                     continue
                 partition, out = made
-                at = stand_ins.setdefault(partition, partition_stand_in(partition))
-                items.extend(outputs(out, key, partition, now_ms))
-                if out.summary is not None:  # the session's state, on agents.sessions
-                    items.append(summary_item(out.summary, key, partition, now_ms))
-                states.append((key, partition, out.state, at))
-                if fleet is not None:
-                    counted.extend(Counted(key, v, partition, None, now_ms, at)
-                                   for v in out.records)
+                at = at_partition.setdefault(partition, partition_record(partition))
+                checkpoint.add_synthetic(out, key, partition, now_ms, at, out.state)
                 said.append((key, on, since))
             if not said:
                 return
-            # store, then publish: see the module doc (a crash between loses the stall
-            # event, never a real event of the session)
-            await store(sink, table, states, f"{name}.stall")
-            await sink.publish(items, f"{name}.stall", exact_ends=sink.exact_ends)
+            await checkpoint.commit()  # publish, then store (see the module doc)
             for key, on, since in said:
                 waits.put(key, on, since, True)
-        if counted and fleet is not None:
-            await fleet.count(counted)
-        metrics.stalls(step.provider, items)
         log.info("%s: %d stalled session(s)", name, len(said))
 
     app.timer(settings.stall_scan_interval, name=f"{name}.stall")(scan)

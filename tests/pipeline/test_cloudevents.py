@@ -15,6 +15,7 @@ from typing import Any
 from cloudevents.core.bindings.kafka import KafkaMessage, from_binary
 from cloudevents.core.formats.json import JSONFormat
 
+from pipeline.ops.records import ProducerRecord
 from pipeline.tools.kafka_io import follow
 from pipeline.tools.replay import iter_lines, parse_line
 from pipeline.worker.checkpoint import outputs
@@ -37,7 +38,7 @@ CAPTURE = (Path(__file__).resolve().parents[1] / "fixtures" / "captured" / "code
            / "codex-app-server__tool_shell.capture.jsonl")
 
 
-def _published(n: Normalizer, key: bytes = b"sess/1") -> list[tuple[Any, ...]]:
+def _published(n: Normalizer, key: bytes = b"sess/1") -> list[ProducerRecord]:
     state, items = None, []
     with open(CAPTURE, "rb") as fh:
         for offset, (_, raw) in enumerate(iter_lines(fh)):
@@ -56,12 +57,12 @@ def _cloudevent(value: bytes, key: bytes, headers: list[tuple[str, bytes]]) -> A
 
 def test_every_event_and_chat_record_is_a_cloudevent_the_sdk_reads():
     items = _published(Normalizer("codex"))
-    events = [i for i in items if i[0] == CANONICAL_TOPIC]
-    chat = [i for i in items if i[0] == CHAT_TOPIC]
+    events = [i for i in items if i.topic == CANONICAL_TOPIC]
+    chat = [i for i in items if i.topic == CHAT_TOPIC]
     assert len(events) > 10 and len(chat) > 3
     times = {}
-    for _, value, key, _, _, headers in events:
-        ce, body = _cloudevent(value, key, headers), json.loads(value)
+    for r in events:
+        ce, body = _cloudevent(r.value, r.key, r.headers), json.loads(r.value)
         times[body["eventId"]] = ce.get_time()
         assert (ce.get_id(), ce.get_type(), ce.get_subject(), ce.get_source()) == (
             body["eventId"], "dev.canonflow." + body["type"], "sess/1", "/canonflow/codex/sess%2F1")
@@ -70,8 +71,8 @@ def test_every_event_and_chat_record_is_a_cloudevent_the_sdk_reads():
         assert ce.get_dataschema() == \
             "https://canonflow.dev/schema/v1/canonflow.schema.json#/$defs/CanonicalEvent"
         assert ce.get_datacontenttype() == "application/json" and ce.get_data() == body
-    for _, value, key, _, _, headers in chat:
-        ce, body = _cloudevent(value, key, headers), json.loads(value)
+    for r in chat:
+        ce, body = _cloudevent(r.value, r.key, r.headers), json.loads(r.value)
         assert (ce.get_id(), ce.get_type(), ce.get_subject(), ce.get_source()) == (
             body["event_id"], "dev.canonflow.chat." + body["type"], "sess/1",
             "/canonflow/codex/sess%2F1")
@@ -82,17 +83,17 @@ def test_dead_letters_carry_no_cloudevents_headers():
     n = Normalizer("codex")
     out = n.process(None, b"s", b"{not json", partition=0, offset=0)
     (letter,) = list(outputs(out, b"s", 0, None))
-    assert letter[0] == DEADLETTER_TOPIC and len(letter) == 5
+    assert letter.topic == DEADLETTER_TOPIC and letter.headers is None
 
 
 def test_an_event_too_large_is_published_as_the_warning_it_became():
-    largest = max(len(i[1]) for i in _published(Normalizer("codex")) if i[0] == CANONICAL_TOPIC)
+    largest = max(len(i.value) for i in _published(Normalizer("codex")) if i.topic == CANONICAL_TOPIC)
     items = _published(Normalizer("codex", max_event_bytes=largest - 1))
-    warnings = [i for i in items if i[0] == CANONICAL_TOPIC
-                and json.loads(i[1])["type"] == "runtime.warning"]
+    warnings = [i for i in items if i.topic == CANONICAL_TOPIC
+                and json.loads(i.value)["type"] == "runtime.warning"]
     assert warnings
-    for _, value, key, _, _, headers in warnings:
-        assert _cloudevent(value, key, headers).get_type() == "dev.canonflow.runtime.warning"
+    for r in warnings:
+        assert _cloudevent(r.value, r.key, r.headers).get_type() == "dev.canonflow.runtime.warning"
 
 
 def test_the_source_is_a_uri_reference_whatever_the_session_id():
@@ -102,7 +103,7 @@ def test_the_source_is_a_uri_reference_whatever_the_session_id():
 
 def test_a_records_source_is_its_own_sessions_even_when_sessions_alternate():
     n = Normalizer("codex")
-    sources = [dict(i[5])["ce_source"] for key in (b"a", b"b", b"a")
+    sources = [dict(i.headers)["ce_source"] for key in (b"a", b"b", b"a")
                for i in _published(n, key)[:1]]
     assert sources == [b"/canonflow/codex/a", b"/canonflow/codex/b", b"/canonflow/codex/a"]
 
@@ -112,8 +113,8 @@ def test_the_dataschema_is_the_committed_schemas_id_and_a_definition_in_it():
     the fragment points at the record's definition in that document."""
     doc = json.loads(SCHEMA_FILE.read_text())
     items = _published(Normalizer("codex"))
-    schemas = {(t, dict(i[5])["ce_dataschema"].decode()) for i in items
-               if (t := i[0]) in (CANONICAL_TOPIC, CHAT_TOPIC)}
+    schemas = {(t, dict(i.headers)["ce_dataschema"].decode()) for i in items
+               if (t := i.topic) in (CANONICAL_TOPIC, CHAT_TOPIC)}
     assert {t for t, _ in schemas} == {CANONICAL_TOPIC, CHAT_TOPIC} and len(schemas) == 2
     for topic, url in schemas:
         base, fragment = url.split("#")

@@ -309,11 +309,11 @@ def test_records_translated_again_from_the_state_before_them_give_the_same_outpu
             out = normalizer.process(state, b"again-1", records[n].value, partition=0,
                                      offset=n, headers=records[n].headers(), spool=spool)
             state, events, chat = out.state or state, events + out.records, chat + out.chat
-            for key, _, value, _ in spool.entries(drops=False):
-                items[key] = value  # type: ignore[assignment]
+            for e in spool.entries(drops=False):
+                items[e.key] = e.value  # type: ignore[assignment]
             if stored:
-                for key, *_ in spool.entries(drops=True):
-                    items.pop(key, None)
+                for e in spool.entries(drops=True):
+                    items.pop(e.key, None)
         return state, events, chat
 
     _, all_events, all_chat = run(None, 0, stored=True)
@@ -329,9 +329,9 @@ def test_records_translated_again_from_the_state_before_them_give_the_same_outpu
         spool = BatchSpool(items.get)
         out = normalizer.process(state, b"again-1", records[cut].value, partition=0,
                                  offset=cut, headers=records[cut].headers(), spool=spool)
-        for key, _, value, _ in spool.entries(drops=False) + spool.entries(drops=True):
-            if value is None:
-                items.pop(key, None)
+        for e in spool.entries(drops=False) + spool.entries(drops=True):
+            if e.value is None:
+                items.pop(e.key, None)
             else:
-                items[key] = value
+                items[e.key] = e.value
         state = out.state or state

@@ -10,6 +10,7 @@ import time
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import msgspec
@@ -19,6 +20,7 @@ from pipeline.cluster.broker import EmbeddedBroker
 from pipeline.ops.prometheus import OTHER
 from pipeline.tools.kafka_io import RawRecord, follow, produce, records_from_file
 from pipeline.worker import fleet, fleet_counts
+from pipeline.worker.checkpoint import write_tables
 from pipeline.worker.fleet_counts import FleetSession, contributions, window_starts
 from tests.pipeline.test_metrics import (
     CAPTURED,
@@ -595,27 +597,22 @@ def test_absurd_tokens_and_costs_cost_their_own_counts_not_the_batchs(own_broker
 
 
 class _Table:
-    """A stand-in for a Faust table, for the stage's logic on its own: its data and the
-    changelog records it would send."""
+    """A Faust table's local store and changelog name, for the stage's logic on its own."""
 
     def __init__(self) -> None:
         self.data: dict[bytes, bytes] = {}
-        self.sent: list[tuple[int, bytes, bytes | None]] = []
-
-    def send_changelog(self, partition: int, key: bytes, value: bytes | None,
-                       **kwargs: Any) -> None:
-        self.sent.append((partition, key, value))
+        self.changelog_topic = SimpleNamespace(get_topic_name=lambda: "fleet-changelog")
 
 
 def _stage(**settings: Any) -> Any:
     from pipeline.ops.metrics import WorkerMetrics
     from pipeline.settings import Settings
-    from pipeline.worker.faust_door import partition_stand_in
+    from pipeline.worker.faust_internals import partition_record
 
     metrics = WorkerMetrics()
     stage = fleet.FleetStage(Settings(**settings), metrics.registry, metrics)
     stage.windows, stage.sessions = _Table(), _Table()
-    return stage, partition_stand_in
+    return stage, partition_record
 
 
 def test_one_event_that_cannot_be_counted_costs_only_its_own_counts():
@@ -629,7 +626,9 @@ def test_one_event_that_cannot_be_counted_costs_only_its_own_counts():
         return fleet_counts.Counted(key, value, 0, 1, now, source)
 
     # a record the table cannot be read for (no partition): that event fails, alone
-    assert stage.process([turn(b"a", at), turn(b"b", None), turn(b"c", at)]) == 0
+    writes: list[Any] = []
+    assert stage.process([turn(b"a", at), turn(b"b", None), turn(b"c", at)], writes) == 0
+    write_tables(writes)
     assert stage.gauges.uncounted.get() == 1
     (pane,) = [fleet_counts.decode_stored(v) for k, v in stage.windows.data.items()]
     assert pane.metrics.turnsStarted == 2

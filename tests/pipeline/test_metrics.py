@@ -31,6 +31,7 @@ from pipeline.ops.prometheus import (
     add_process_metrics,
 )
 from pipeline.ops.prometheus import Counter as MetricCounter
+from pipeline.ops.records import ProducerRecord
 from pipeline.settings import Settings
 from pipeline.tools.kafka_io import follow, produce, records_from_file
 from pipeline.worker.fleet_gauges import metric_names
@@ -500,7 +501,8 @@ def test_a_failed_delivery_is_sent_again_until_the_broker_takes_it(own_broker):
     settings = embedded_settings(Settings(partitions=4, producer_request_timeout=1.0),
                                  own_broker.url)
     ensure_topics(settings)
-    items = [(CANONICAL_TOPIC, f"event-{i}".encode(), b"retry", i % 4, None) for i in range(8)]
+    items = [ProducerRecord(CANONICAL_TOPIC, f"event-{i}".encode(), b"retry", i % 4)
+             for i in range(8)]
 
     async def scenario() -> None:
         sink = OutputProducer(settings)
@@ -527,11 +529,11 @@ def test_a_failed_delivery_is_sent_again_until_the_broker_takes_it(own_broker):
 
     asyncio.run(scenario())
     got = [r.value for r in read_n(settings, CANONICAL_TOPIC, len(items))]
-    assert set(got) == {i[1] for i in items}
+    assert set(got) == {i.value for i in items}
     for p in range(4):  # per partition, in order (a copy of a delivered one may come first)
-        mine = [v for v in got if v in {i[1] for i in items if i[3] == p}]
+        mine = [v for v in got if v in {i.value for i in items if i.partition == p}]
         assert [v for n, v in enumerate(mine) if v not in mine[:n]] == \
-            [i[1] for i in items if i[3] == p]
+            [i.value for i in items if i.partition == p]
 
 
 def test_unknown_native_types_are_counted_by_the_release_that_sent_them():

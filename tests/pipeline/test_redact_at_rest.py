@@ -50,12 +50,12 @@ def _run(records: list[bytes], redactor: Redactor) -> tuple[list[bytes], str]:
     for offset, value in enumerate(records):
         spool = BatchSpool(items.get, redactor)
         out = n.process(state, SID, value, partition=0, offset=offset, spool=spool)
-        for key, _, v, _ in spool.entries(False) + spool.entries(True):
-            if v is None:
-                items.pop(key, None)
+        for e in spool.entries(False) + spool.entries(True):
+            if e.value is None:
+                items.pop(e.key, None)
             else:
-                items[key] = v
-                written.append(v)
+                items[e.key] = e.value
+                written.append(e.value)
         assert out.deadletters == [], out.deadletters
         state = out.state or state
         for r in out.records:

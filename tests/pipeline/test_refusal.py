@@ -16,6 +16,7 @@ from typing import Any
 from aiokafka.errors import KafkaConnectionError, MessageSizeTooLargeError
 
 from pipeline.ops.metrics import WorkerMetrics
+from pipeline.ops.records import ProducerRecord
 from pipeline.ops.web import Health
 from pipeline.settings import Settings
 from pipeline.worker.output import OutputProducer, refusal
@@ -69,8 +70,9 @@ def test_a_record_too_large_is_dead_lettered_and_the_partition_moves_on(monkeypa
     big = json.dumps({"text": "x" * 5000}).encode()
     # one partition: the cluster refuses their batch whole, and only the large record
     # may be dead-lettered
-    items = [(CANONICAL_TOPIC, b'{"n":1}', b"s1", 0, 1), (CANONICAL_TOPIC, big, b"s1", 0, 2),
-             (CANONICAL_TOPIC, b'{"n":3}', b"s1", 0, 3)]
+    items = [ProducerRecord(CANONICAL_TOPIC, b'{"n":1}', b"s1", 0, 1),
+             ProducerRecord(CANONICAL_TOPIC, big, b"s1", 0, 2),
+             ProducerRecord(CANONICAL_TOPIC, b'{"n":3}', b"s1", 0, 3)]
     asyncio.run(asyncio.wait_for(sink.publish(items, "normalize.codex"), 10))
     # the small records were delivered, the large one was dead-lettered with its reason and (cut to the dead-letter limit) its bytes
     assert [v for t, v in producer.delivered if t == CANONICAL_TOPIC] == [b'{"n":1}', b'{"n":3}']

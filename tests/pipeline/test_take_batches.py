@@ -1,4 +1,4 @@
-"""The agents' batches (pipeline.worker.faust_door.take_batches, issue 24): the batches
+"""The agents' batches (pipeline.worker.faust_internals.take_batches, issue 24): the batches
 Faust's take_events gives, acknowledged as it does them, but an empty batch waits for
 its first record without a timer (take_events woke every `within`: with a 10 ms window
 and eleven agents, an idle worker's loop woke 1,100 times a second), and a batch waits
@@ -15,7 +15,7 @@ from typing import Any
 
 import faust
 
-from pipeline.worker.faust_door import take_batches
+from pipeline.worker.faust_internals import take_batches
 
 
 class _Agent:

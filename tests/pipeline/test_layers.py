@@ -1,12 +1,12 @@
-"""The pipeline's rooms stay rooms (README "Layout"): read from the source's AST, so a
-new import that breaks them fails here, not in a reader's head.
+"""The pipeline's layers stay layers (README "Layout"): read from the source's AST, so
+a new import that breaks them fails here, not in a reader's head.
 
 - No import cycle between two modules of pipeline/ (imports inside functions count:
   a cycle deferred to call time is still a cycle a reader must untangle).
-- Each room imports only the rooms below it; above all, nothing that runs in the
+- Each layer imports only the layers below it; above all, nothing that runs in the
   worker (pipeline.worker and what it uses) imports a tool or a viewer.
-- Only the Faust doors (pipeline/worker/faust_door.py: tables, acknowledgements,
-  batches; pipeline/worker/faust_consumer.py: the consumer and table recovery) import
+- Only pipeline/worker/faust_internals.py (tables, acknowledgements, batches) and
+  pipeline/worker/faust_consumer.py (the consumer and table recovery) import
   Faust's or mode's internals, touch a table's local store, its changelog or persisted
   offsets, Faust's current-event variable, or the consumer's private books.
 """
@@ -20,11 +20,12 @@ from pathlib import Path
 import pytest
 
 PIPELINE = Path(__file__).resolve().parents[2] / "pipeline"
-DOORS = ("pipeline.worker.faust_door", "pipeline.worker.faust_consumer")
+INTERNALS = "pipeline.worker.faust_internals"
+UNDER_FAUST = (INTERNALS, "pipeline.worker.faust_consumer")
 
-#: The rooms each room may import (its own always). pipeline.settings and the package
-#: itself are rooms of their own; the CLI, the entry point, may import every room.
-ROOMS: dict[str, set[str]] = {
+#: The layers each layer may import (its own always). pipeline.settings and the package
+#: itself are layers of their own; the CLI, the entry point, may import every layer.
+LAYERS: dict[str, set[str]] = {
     "pipeline": set(),
     "settings": set(),
     "privacy": set(),
@@ -82,7 +83,7 @@ def _imported(name: str) -> set[str]:
 GRAPH = {name: _imported(name) for name in MODULES}
 
 
-def _room(module: str) -> str:
+def _layer(module: str) -> str:
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else "pipeline"
 
@@ -122,8 +123,8 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
-def test_the_rooms_are_the_ones_the_readme_names():
-    assert {_room(m) for m in MODULES} - {"cli"} == set(ROOMS)
+def test_the_layers_are_the_ones_the_readme_names():
+    assert {_layer(m) for m in MODULES} - {"cli"} == set(LAYERS)
 
 
 def test_no_import_cycle_between_pipeline_modules():
@@ -134,17 +135,17 @@ def test_the_cycle_finder_sees_a_cycle():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
-@pytest.mark.parametrize("module", sorted(m for m in MODULES if _room(m) != "cli"))
-def test_each_room_imports_only_the_rooms_below_it(module: str):
-    room = _room(module)
-    bad = sorted(m for m in GRAPH[module] if _room(m) not in ROOMS[room] | {room})
-    assert not bad, f"{module} ({room}) imports {bad}"
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if _layer(m) != "cli"))
+def test_each_layer_imports_only_the_layers_below_it(module: str):
+    layer = _layer(module)
+    bad = sorted(m for m in GRAPH[module] if _layer(m) not in LAYERS[layer] | {layer})
+    assert not bad, f"{module} ({layer}) imports {bad}"
 
 
 def test_nothing_the_worker_runs_imports_a_tool_or_a_viewer():
     for module, imported in GRAPH.items():
-        if _room(module) in IN_THE_WORKER:
-            bad = sorted(m for m in imported if _room(m) in ("tools", "views", "cli"))
+        if _layer(module) in IN_THE_WORKER:
+            bad = sorted(m for m in imported if _layer(m) in ("tools", "views", "cli"))
             assert not bad, f"{module} runs in the worker and imports {bad}"
 
 
@@ -181,12 +182,12 @@ def _name_of(node: ast.AST) -> str:
     return ""
 
 
-def test_only_the_faust_doors_reach_into_faust():
+def test_only_faust_internals_and_faust_consumer_reach_into_faust():
     for module, tree in TREES.items():
-        if module not in DOORS:
-            assert _faust_internals(tree) == [], f"{module} goes around the Faust doors"
-    for door in DOORS:
-        assert _faust_internals(TREES[door]), f"{door} no longer needs Faust's internals?"
+        if module not in UNDER_FAUST:
+            assert _faust_internals(tree) == [], f"{module} goes around faust_internals and faust_consumer"
+    for module in UNDER_FAUST:
+        assert _faust_internals(TREES[module]), f"{module} no longer needs Faust's internals?"
 
 
 @pytest.mark.parametrize("source", [
@@ -199,5 +200,60 @@ def test_only_the_faust_doors_reach_into_faust():
     "faust.streams._current_event.set(None)",
     "app.consumer._read_offset.pop(tp, None)",
 ])
-def test_the_door_check_sees_each_way_around(source: str):
+def test_the_internals_check_sees_each_way_around(source: str):
     assert _faust_internals(ast.parse(source))
+
+
+# ---- the worker's one commit path ------------------------------------------------
+
+#: The modules that may publish or write a table: the commit path, the producer it
+#: publishes through, and the module under Faust's API that does the local writes.
+COMMIT_PATH = {"pipeline.worker.checkpoint", "pipeline.worker.output", INTERNALS}
+#: Calls that publish to a topic or write a table (or its changelog).
+PUBLISHING = {"publish", "write_entries", "write_tables", "note_persisted", "send",
+              "send_soon", "send_and_wait", "send_batch", "send_changelog"}
+
+
+def _publishing(tree: ast.AST) -> list[str]:
+    """Where `tree` publishes or writes a table (see PUBLISHING), or writes to a table's
+    local store (`local(t)[k] = v`, `local(t).pop(k)`)."""
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            f = node.func
+            name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+            if name in PUBLISHING:
+                found.append(f"{name}() (line {node.lineno})")
+            elif (isinstance(f, ast.Attribute) and f.attr in ("pop", "__setitem__", "clear")
+                  and isinstance(f.value, ast.Call)
+                  and getattr(f.value.func, "id", "") == "local"):
+                found.append(f"local(...).{f.attr}() (line {node.lineno})")
+        elif isinstance(node, ast.Assign | ast.Delete):
+            for target in node.targets:
+                if (isinstance(target, ast.Subscript) and isinstance(target.value, ast.Call)
+                        and getattr(target.value.func, "id", "") == "local"):
+                    found.append(f"local(...)[...] (line {node.lineno})")
+    return found
+
+
+def test_only_the_checkpoint_publishes_or_writes_a_table():
+    """Everything the worker publishes to an output topic, and every table write, goes
+    through pipeline.worker.checkpoint (the idle close and the stall watch hand it
+    their outputs; the fleet stage hands it its table writes): grep finds no other."""
+    worker = [m for m in MODULES if m.startswith("pipeline.worker.") and m not in COMMIT_PATH]
+    assert "pipeline.worker.idle" in worker and "pipeline.worker.stall" in worker
+    for module in worker:
+        assert _publishing(TREES[module]) == [], f"{module} publishes around the checkpoint"
+    assert _publishing(TREES["pipeline.worker.checkpoint"])
+
+
+@pytest.mark.parametrize("source", [
+    "await sink.publish(items, 'x')",
+    "records = write_entries(table, entries)",
+    "local(table)[key] = value",
+    "local(table).pop(key, None)",
+    "del local(table)[key]",
+    "await producer.send_and_wait('t', b'v')",
+])
+def test_the_commit_path_check_sees_each_way_around(source: str):
+    assert _publishing(ast.parse(source))

@@ -1,6 +1,7 @@
-"""What a delivered batch owes rides with the next delivery (issue 24,
-pipeline.worker.owed): its states after the next batch's output, the chunks it dropped
-one delivery later still, its records acknowledged only once its states are delivered.
+"""A delivered batch's pending changelog rides with the next delivery
+(pipeline.worker.checkpoint.PendingChangelog): its states after the next batch's output, the chunks it
+dropped one delivery later still, its records acknowledged only once its states are
+delivered.
 
 The sequencing alone, against a sink that records each delivery (the crash, shutdown
 and stall tests run the same code on a real broker)."""
@@ -13,9 +14,10 @@ from typing import Any
 
 import pytest
 
-from pipeline.worker import owed as owed_module
-from pipeline.worker.output import Abandoned
-from pipeline.worker.owed import Owed
+from pipeline.ops.records import ProducerRecord
+from pipeline.worker import checkpoint as pending_module
+from pipeline.worker.checkpoint import PendingChangelog
+from pipeline.worker.exceptions import Abandoned
 
 
 class _Store(dict):
@@ -37,55 +39,55 @@ class _Sink:
 
     def __init__(self) -> None:
         self.exact_ends = False
-        self.deliveries: list[list[tuple]] = []
+        self.deliveries: list[list[ProducerRecord]] = []
         self.fail: BaseException | None = None
 
-    async def publish(self, records: list[tuple], agent: str, *, exact_ends: bool = False
+    async def publish(self, records: list[ProducerRecord], agent: str, *, exact_ends: bool = False
                       ) -> dict[tuple[str, int], int]:
         if self.fail is not None:
             raise self.fail
         self.deliveries.append(list(records))
         ends: dict[tuple[str, int], int] = {}
         for r in records:
-            ends[(r[0], r[3])] = ends.get((r[0], r[3]), -1) + 1
+            ends[(r.topic, r.partition)] = ends.get((r.topic, r.partition), -1) + 1
         return ends
 
 
-def _owed() -> tuple[Owed, _Sink, list[Any], Any]:
+def _pending() -> tuple[PendingChangelog, _Sink, list[Any], Any]:
     sink, released = _Sink(), []
     tables = SimpleNamespace(sessions=_table("sessions-changelog"),
                              items=_table("items-changelog"))
-    return Owed(tables, sink, "normalize.test", released.extend), sink, released, tables
+    return PendingChangelog(tables, sink, "normalize.test", released.extend), sink, released, tables
 
 
-def _state(key: bytes) -> tuple:
-    return ("sessions-changelog", b"state-" + key, key, 0, None)
+def _state(key: bytes) -> ProducerRecord:
+    return ProducerRecord("sessions-changelog", b"state-" + key, key, 0)
 
 
-def _tomb(key: bytes) -> tuple:
-    return ("items-changelog", None, key, 0, None)
+def _tomb(key: bytes) -> ProducerRecord:
+    return ProducerRecord("items-changelog", None, key, 0)
 
 
-def _out(n: int) -> tuple:
-    return ("agents.canonical", b"event-%d" % n, b"s", 0, None)
+def _out(n: int) -> ProducerRecord:
+    return ProducerRecord("agents.canonical", b"event-%d" % n, b"s", 0)
 
 
 def test_states_ride_after_the_next_output_and_tombstones_one_delivery_later():
-    owed, sink, released, tables = _owed()
+    pending, sink, released, tables = _pending()
 
     async def main() -> None:
-        await owed.deliver([_out(1)], [])                      # batch 1's output
-        owed.owe([_state(b"s")], [_tomb(b"c1")], ["m1"])
+        await pending.publish([_out(1)], [])                      # batch 1's output
+        pending.defer([_state(b"s")], [_tomb(b"c1")], ["m1"])
         assert released == [] and sink.deliveries == [[_out(1)]]
-        await owed.deliver([_out(2)], [])                      # batch 2's output
+        await pending.publish([_out(2)], [])                      # batch 2's output
         assert sink.deliveries[-1] == [_out(2), _state(b"s")]  # the state after it
         assert released == ["m1"]  # batch 1's record, once its state is delivered
-        owed.owe([_state(b"s")], [], ["m2"])
-        await owed.deliver([_out(3)], [])
+        pending.defer([_state(b"s")], [], ["m2"])
+        await pending.publish([_out(3)], [])
         # the chunk batch 1 dropped goes first, its state being delivered already
         assert sink.deliveries[-1] == [_tomb(b"c1"), _out(3), _state(b"s")]
         assert released == ["m1", "m2"]
-        assert not owed
+        assert not pending
 
     asyncio.run(main())
     assert tables.sessions.data.persisted and tables.items.data.persisted
@@ -100,22 +102,23 @@ def test_a_batchs_fleet_counts_ride_with_its_states_before_its_records_are_ackno
     tables = SimpleNamespace(sessions=_table("sessions-changelog"),
                              items=_table("items-changelog"))
     windows, fleet_sessions = _table("windows-changelog"), _table("fleet-sessions-changelog")
-    owed = Owed(tables, sink, "normalize.test", released.extend, (windows, fleet_sessions))
-    pane = ("windows-changelog", b"pane", b"p|claude|m|0|0", 0, None)
-    fleet_state = ("fleet-sessions-changelog", b"model", b"s", 0, None)
+    pending = PendingChangelog(tables, sink, "normalize.test", released.extend,
+                               (windows, fleet_sessions))
+    pane = ProducerRecord("windows-changelog", b"pane", b"p|claude|m|0|0", 0)
+    fleet_state = ProducerRecord("fleet-sessions-changelog", b"model", b"s", 0)
 
     async def main() -> None:
-        await owed.deliver([_out(1)], [])
-        owed.owe([_state(b"s")], [], ["m1"])
-        owed.owe_counts([pane, fleet_state])
+        await pending.publish([_out(1)], [])
+        pending.defer([_state(b"s")], [], ["m1"])
+        pending.defer_counts([pane, fleet_state])
         assert released == [] and sink.deliveries == [[_out(1)]]
-        await owed.deliver([_out(2)], [])
+        await pending.publish([_out(2)], [])
         assert sink.deliveries[-1] == [_out(2), _state(b"s"), pane, fleet_state]
         assert released == ["m1"]
-        owed.owe([], [], ["m2"])
-        owed.owe_counts([pane])
-        assert owed
-        await owed.flush()
+        pending.defer([], [], ["m2"])
+        pending.defer_counts([pane])
+        assert pending
+        await pending.flush()
         assert sink.deliveries[-1] == [pane] and released == ["m1", "m2"]
 
     asyncio.run(main())
@@ -123,56 +126,56 @@ def test_a_batchs_fleet_counts_ride_with_its_states_before_its_records_are_ackno
 
 
 def test_a_chunk_written_again_is_not_tombstoned_after_it():
-    owed, sink, _, _ = _owed()
-    put = ("items-changelog", b"chunk", b"c1", 0, None)
+    pending, sink, _, _ = _pending()
+    put = ProducerRecord("items-changelog", b"chunk", b"c1", 0)
 
     async def main() -> None:
-        await owed.deliver([_out(1)], [])
-        owed.owe([_state(b"s")], [_tomb(b"c1"), _tomb(b"c2")], ["m1"])
-        await owed.deliver([_out(2), put], [put])  # c1 written again by batch 2
-        owed.owe([], [], ["m2"])
-        await owed.flush()
+        await pending.publish([_out(1)], [])
+        pending.defer([_state(b"s")], [_tomb(b"c1"), _tomb(b"c2")], ["m1"])
+        await pending.publish([_out(2), put], [put])  # c1 written again by batch 2
+        pending.defer([], [], ["m2"])
+        await pending.flush()
 
     asyncio.run(main())
     sent = [r for d in sink.deliveries for r in d]
     assert put in sent and _tomb(b"c1") not in sent and _tomb(b"c2") in sent
 
 
-def test_flush_delivers_everything_owed_in_two_deliveries():
-    owed, sink, released, _ = _owed()
+def test_flush_delivers_everything_pending_in_two_deliveries():
+    pending, sink, released, _ = _pending()
 
     async def main() -> None:
-        owed.owe([_state(b"a"), _state(b"b")], [_tomb(b"c")], ["m1", "m2"])
-        await owed.flush()
+        pending.defer([_state(b"a"), _state(b"b")], [_tomb(b"c")], ["m1", "m2"])
+        await pending.flush()
 
     asyncio.run(main())
     assert sink.deliveries == [[_state(b"a"), _state(b"b")], [_tomb(b"c")]]
-    assert released == ["m1", "m2"] and not owed
+    assert released == ["m1", "m2"] and not pending
 
 
 def test_a_batch_without_states_is_acknowledged_with_the_next_delivery():
-    owed, sink, released, _ = _owed()
+    pending, sink, released, _ = _pending()
 
     async def main() -> None:
-        owed.owe([], [], ["m1"])
-        await owed.deliver([], [])  # nothing to send: nothing is sent
+        pending.defer([], [], ["m1"])
+        await pending.publish([], [])  # nothing to send: nothing is sent
 
     asyncio.run(main())
     assert sink.deliveries == [] and released == ["m1"]
 
 
-def test_an_idle_agent_delivers_what_it_owes_on_its_own(monkeypatch):
-    monkeypatch.setattr(owed_module, "FLUSH_AFTER_SECONDS", 0.02)
-    owed, sink, released, _ = _owed()
+def test_an_idle_agent_flushes_its_pending_changelog_on_its_own(monkeypatch):
+    monkeypatch.setattr(pending_module, "FLUSH_AFTER_SECONDS", 0.02)
+    pending, sink, released, _ = _pending()
 
     async def main() -> None:
         lock = asyncio.Lock()
-        owed.owe([_state(b"s")], [], ["m1"])
-        owed.schedule(lock, lambda: None)
+        pending.defer([_state(b"s")], [], ["m1"])
+        pending.schedule(lock, lambda: None)
         await asyncio.sleep(0.005)
         assert sink.deliveries == []  # not at once: the next batch may take it
         for _ in range(100):
-            if not owed:
+            if not pending:
                 break
             await asyncio.sleep(0.01)
 
@@ -180,24 +183,24 @@ def test_an_idle_agent_delivers_what_it_owes_on_its_own(monkeypatch):
     assert sink.deliveries == [[_state(b"s")]] and released == ["m1"]
 
 
-def test_a_delivery_that_fails_keeps_the_debt_and_the_records_unacknowledged():
-    owed, sink, released, _ = _owed()
+def test_a_delivery_that_fails_keeps_the_changelog_pending_and_the_records_unacknowledged():
+    pending, sink, released, _ = _pending()
     given_up: list[bool] = []
 
     async def main() -> None:
-        owed.owe([_state(b"s")], [], ["m1"])
+        pending.defer([_state(b"s")], [], ["m1"])
         sink.fail = Abandoned()
         with pytest.raises(Abandoned):
-            await owed.deliver([_out(1)], [])
-        assert owed.states == [_state(b"s")] and released == []
-        owed.last = 0.0
-        owed.schedule(asyncio.Lock(), lambda: given_up.append(True))
+            await pending.publish([_out(1)], [])
+        assert pending.states == [_state(b"s")] and released == []
+        pending.last = 0.0
+        pending.schedule(asyncio.Lock(), lambda: given_up.append(True))
         for _ in range(100):
             if given_up:
                 break
             await asyncio.sleep(0.01)
         sink.fail = None
-        await owed.settle(asyncio.Lock())  # as the agent stops: one more attempt
+        await pending.settle(asyncio.Lock())  # as the agent stops: one more attempt
 
     asyncio.run(main())
     assert given_up == [True]
@@ -240,7 +243,7 @@ def test_a_delivery_queues_every_partitions_first_batch_before_any_second():
     partition after partition, each second batch cost a request of its own."""
     from pipeline.worker.output import OutputProducer
 
-    items = [(topic, b"%s-%d-%d" % (topic.encode(), p, n), b"k", p, None)
+    items = [ProducerRecord(topic, b"%s-%d-%d" % (topic.encode(), p, n), b"k", p)
              for topic in ("agents.canonical", "sessions-changelog") for p in range(6)
              for n in range(3)]
     producer, sent, unsent = _Producer(), [], []
@@ -250,8 +253,7 @@ def test_a_delivery_queues_every_partitions_first_batch_before_any_second():
     assert unsent == [] and len(producer.requests) == 2  # one round trip per round
     assert all(len(r) == 12 for r in producer.requests)
     # each partition's records, in order, the last alone in the second round
-    for tp in {(t, p) for t, _, _, p, _ in items}:
+    for tp in {(r.topic, r.partition) for r in items}:
         mine = [m for t, _, m in sent if t == tp]
-        assert [[items[i][1] for i in m] for m in mine] == [
-            [v for t, v, _, p, _ in items if (t, p) == tp][:2],
-            [v for t, v, _, p, _ in items if (t, p) == tp][2:]]
+        values = [r.value for r in items if (r.topic, r.partition) == tp]
+        assert [[items[i].value for i in m] for m in mine] == [values[:2], values[2:]]
