@@ -22,6 +22,7 @@ session timeout, 10 s), so the crash scenario takes about 75 s.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import random
 from pathlib import Path
@@ -185,15 +186,21 @@ def test_kill_9_at_random_moments_loses_and_duplicates_no_canonical_event(crashe
 
 
 def test_kill_9_keeps_a_long_pending_output_whole(crashed):
-    """The long command's item.completed carries exactly the output its deltas carried,
-    though the worker was killed while it was pending."""
+    """The long command's item.completed carries the output its deltas carried, though
+    the worker was killed while it was pending: past the per-item cap (64 KiB) its head
+    and tail, with the whole output's length and SHA-256."""
     got = Deduped(crashed.canonical, "eventId").sessions[
         long_output_session("crash").session_id]
     deltas = "".join(e["payload"]["delta"] for e in got if e["type"] == "content.delta"
                      and e["payload"]["streamKind"] == "command_output")
-    done = [e for e in got if e["type"] == "item.completed"
+    done = [e["payload"] for e in got if e["type"] == "item.completed"
             and e["payload"]["itemType"] == "command_execution"]
-    assert len(deltas) >= 300 * 1024 and [e["payload"]["output"] for e in done] == [deltas]
+    assert len(deltas) >= 300 * 1024 and len(done) == 1
+    (item,) = done
+    assert item["outputTruncated"] is True and item["outputLength"] == len(deltas)
+    assert item["outputSha256"] == hashlib.sha256(deltas.encode()).hexdigest()
+    head, tail = item["output"].split("\n", 1)[0], item["output"].rsplit("\n", 2)[-2]
+    assert deltas.startswith(head + "\n") and deltas.endswith(tail + "\n")
 
 
 def test_kill_9_at_random_moments_loses_and_duplicates_no_chat_record(crashed):
