@@ -209,29 +209,33 @@ class PendingChangelog:
         (its count, after `defer`): delivered with them."""
         self.states.extend(records)
 
-    async def publish(self, records: list[ProducerRecord], puts: list[ProducerRecord]
-                      ) -> None:
+    async def publish(self, records: list[ProducerRecord], puts: list[ProducerRecord],
+                      *, once: bool = False) -> None:
         """Deliver `records` (a checkpoint's output, with `puts`, the chunks it wrote)
         with what is pending: the tombstones ready before them, the states after. Then
-        the states' raw records are acknowledged, and the last tombstones are ready."""
+        the states' raw records are acknowledged, and the last tombstones are ready.
+        With `once`, one attempt (OutputProducer.publish): raises Abandoned when it
+        fails, and everything stays pending."""
         if puts and (self.ready or self.dropped):  # a chunk dropped, then written again
             again = {put.key for put in puts}
             self.ready = [r for r in self.ready if r.key not in again]
             self.dropped = [r for r in self.dropped if r.key not in again]
         records = [*self.ready, *records, *self.states]
         if records:
-            ends = await self.sink.publish(records, self.name, exact_ends=self.sink.exact_ends)
+            ends = await self.sink.publish(records, self.name, exact_ends=self.sink.exact_ends,
+                                           once=once)
             note_persisted(self.persisted, ends)
         self.release(self.held)
         self.ready, self.dropped, self.states, self.held = self.dropped, [], [], []
         self.last = time.monotonic()
 
-    async def flush(self) -> None:
-        """Step 6: deliver everything pending (two deliveries when chunks were dropped)."""
+    async def flush(self, *, once: bool = False) -> None:
+        """Step 6: deliver everything pending (two deliveries when chunks were dropped;
+        `once`: see `publish`)."""
         kind = self.kind
         fault(kind, "flush")
         while self:
-            await self.publish([], [])
+            await self.publish([], [], once=once)
         fault(kind, "flushed")
 
     def schedule(self, lock: asyncio.Lock, given_up: Callable[[], Any]) -> None:
@@ -366,8 +370,9 @@ class Checkpoint:
 
     async def commit(self) -> None:
         """Steps 1 to 5 (6 too for an idle close or a stall), in order. Raises only
-        CancelledError and Abandoned (the worker stops before the output is delivered:
-        nothing is stored, nothing acknowledged)."""
+        CancelledError and Abandoned (the worker stops before the output is delivered,
+        or, for an idle close or a stall, its one attempt failed: nothing is stored,
+        nothing acknowledged)."""
         kind, seconds = self.kind, self.seconds
         seconds["translate"] = time.perf_counter() - self.started
         t0 = time.perf_counter()
@@ -378,8 +383,10 @@ class Checkpoint:
         fault(kind, "produce")
         self.summary_items = [summary_record(s.summary, key, s.partition, s.timestamp_ms)
                               for key, s in self.summaries.items()]
+        # an idle close or a stall holds the agent's lock: one attempt, then it lets go
+        # (Abandoned) and its next scan makes the same output again
         await self.sessions.pending.publish([*self.items, *self.summary_items, *chunks],
-                                            chunks)
+                                            chunks, once=kind != BATCH)
         fault(kind, "produced")
         t1 = time.perf_counter()
         seconds["publish"] = t1 - t0
@@ -394,7 +401,7 @@ class Checkpoint:
         self.acknowledged = True
         # 6. flush: an idle close or a stall has no next batch to carry its changelog
         if kind != BATCH:
-            await self.sessions.pending.flush()
+            await self.sessions.pending.flush(once=True)
         if self.timings is not None:
             seconds.update(store=t2 - t1, count=time.perf_counter() - t2)
             self._write_timings()

@@ -104,7 +104,8 @@ class OutputProducer:
         cluster = await producer.client.fetch_all_metadata()
         return {t: len(cluster.partitions_for_topic(t) or ()) for t in cluster.topics()}
 
-    async def publish(self, items: Sequence[ProducerRecord], agent: str, *, exact_ends: bool = False
+    async def publish(self, items: Sequence[ProducerRecord], agent: str, *,
+                      exact_ends: bool = False, once: bool = False
                       ) -> dict[tuple[str, int], int]:
         """Send `items` and wait until every
         one is delivered, in order within each topic partition. Returns the offset of
@@ -131,7 +132,9 @@ class OutputProducer:
         attempt under way, or the backoff, is cut short within STOP_POLL_SECONDS, and
         the records not delivered are given up. A first attempt is never cut short, so
         that an orderly stop publishes nothing twice. Raises CancelledError when the
-        worker cancels the caller.
+        worker cancels the caller. With `once`, raises Abandoned as soon as one attempt
+        fails: a caller that holds what others wait for (an idle close or a stall alert
+        holds its agent's lock) tries again later instead of holding it.
 
         A refusal that no retry can change (`refusal`: a record too large for the topic,
         a topic not authorised or not there after UNKNOWN_TOPIC_SECONDS) is not sent
@@ -177,6 +180,10 @@ class OutputProducer:
             pending = [pending[i] for i in sorted(again)]
             self.metrics.send_failed(agent, (item.topic for item in pending))
             self.health.send_failed(agent, error)
+            if once:
+                log.warning("%s: %d record(s) not delivered (%s: %s); given up until its next "
+                            "try", agent, len(pending), type(error).__name__, error)
+                raise Abandoned(f"{agent}: not delivered at the first attempt")
             log.warning("%s: %d record(s) not delivered (%s: %s); sending again in %.1fs",
                         agent, len(pending), type(error).__name__, error, delay)
             retrying = True

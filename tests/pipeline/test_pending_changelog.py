@@ -42,7 +42,8 @@ class _Sink:
         self.deliveries: list[list[ProducerRecord]] = []
         self.fail: BaseException | None = None
 
-    async def publish(self, records: list[ProducerRecord], agent: str, *, exact_ends: bool = False
+    async def publish(self, records: list[ProducerRecord], agent: str, *, exact_ends: bool = False,
+                      once: bool = False
                       ) -> dict[tuple[str, int], int]:
         if self.fail is not None:
             raise self.fail
