@@ -38,11 +38,11 @@ def _published(records: list[bytes]) -> tuple[list[dict], list[dict]]:
     for offset, value in enumerate(records):
         spool = BatchSpool(items.get)
         out = n.process(state, SID, value, partition=0, offset=offset, spool=spool)
-        for key, _, v, _ in spool.entries(False) + spool.entries(True):
-            if v is None:
-                items.pop(key, None)
+        for entry in spool.entries(False) + spool.entries(True):
+            if entry.value is None:
+                items.pop(entry.key, None)
             else:
-                items[key] = v  # type: ignore[assignment]
+                items[entry.key] = entry.value
         assert out.deadletters == [], out.deadletters
         state = out.state or state
         events += [json.loads(r) for r in out.records]
