@@ -60,7 +60,7 @@ docs: $(STAMP)
 # where java and mvn are installed, and then the smoke set (marked `tansu`) on the
 # embedded Tansu; elsewhere they all run on Tansu, and make says so in one line.
 # TEST_BROKER=tansu chooses Tansu. Every run always goes; the target fails if any does.
-TEST_PROCESSES ?= 4
+TEST_PROCESSES ?= 5
 HAVE_KAFKA := $(shell command -v java >/dev/null 2>&1 && command -v mvn >/dev/null 2>&1 && echo kafka)
 TEST_BROKER ?= $(or $(HAVE_KAFKA),tansu)
 test: lint $(BUILT)

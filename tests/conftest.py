@@ -32,6 +32,8 @@ os.environ.setdefault("CANONFLOW_IDLE_TIMEOUT", str(10 * 365 * 24 * 3600))
 #: first. A name that no longer matches only moves its module back among the others.
 SLOW_FIRST = (
     "test_compiled.py",  # a mypyc build: minutes of compiler time
+    "test_kafka_cluster.py",  # three Kafka nodes, six faults under load (Kafka only)
+    "test_crash_steps.py",  # a worker killed in each step of its commit, life after life
     "test_fleet.py",
     "test_broker_trouble.py",
     "test_bounded_state.py",
@@ -45,6 +47,9 @@ SLOW_FIRST = (
     "test_contract.py",
     "test_dashboard_live.py",
     "test_codex_exec.py",
+    "test_compaction.py",
+    "test_sasl.py",
+    "test_item_sizes.py",
 )
 #: Fixtures that start a broker or a worker: their tests take seconds each.
 BROKER_FIXTURES = frozenset({"broker", "own_broker", "worker"})
