@@ -242,12 +242,15 @@ async def produce_records(settings: Settings, items: list[tuple[str, bytes | Non
 
 class Observer:
     """Reads the output topics from the beginning, for the whole test, keeping every
-    record (duplicates included) in arrival order per topic."""
+    record (duplicates included) in arrival order per topic, and when each canonical
+    record came (`came`). `options` go to its consumer."""
 
-    def __init__(self, settings: Settings, topics: list[str] | None = None):
+    def __init__(self, settings: Settings, topics: list[str] | None = None, **options: Any):
         self.settings = settings
         self.topics = topics or OUTPUT_TOPICS
+        self.options = options
         self.records: dict[str, list[Any]] = {t: [] for t in self.topics}
+        self.came: list[float] = []  # arrival time of each canonical record
         self._ids: dict[str, set[str]] = {CANONICAL_TOPIC: set(), CHAT_TOPIC: set()}
         self._task: asyncio.Task[None] | None = None
         self._stop = False
@@ -264,15 +267,18 @@ class Observer:
         consumer = AIOKafkaConsumer(*self.topics, **kafka_client_kwargs(self.settings),
                                     group_id=None, auto_offset_reset="earliest",
                                     enable_auto_commit=False, metadata_max_age_ms=1000,
-                                    fetch_max_bytes=50 * 1024 * 1024)
+                                    fetch_max_bytes=50 * 1024 * 1024, **self.options)
         await consumer.start()
 
         async def loop() -> None:
             try:
                 while not self._stop:
                     batch = await consumer.getmany(timeout_ms=100, max_records=20_000)
+                    now = time.monotonic()
                     for tp, recs in batch.items():
                         self.records[tp.topic].extend(recs)
+                        if tp.topic == CANONICAL_TOPIC:
+                            self.came.extend([now] * len(recs))
                         ids = self._ids.get(tp.topic)
                         if ids is not None:
                             field = "eventId" if tp.topic == CANONICAL_TOPIC else "event_id"

@@ -44,7 +44,15 @@ from pipeline.cluster.kafka import KafkaCluster
 from pipeline.settings import Settings, child_env
 from pipeline.tools.kafka_io import RawRecord
 from tests.pipeline.brokers import ENGINE, TEST_KAFKA, TEST_REBALANCE_TIMEOUT
-from tests.pipeline.faults import Deduped, Work, assert_same, interleave, replay_record, workload
+from tests.pipeline.faults import (
+    Deduped,
+    Observer,
+    Work,
+    assert_same,
+    interleave,
+    replay_record,
+    workload,
+)
 from topics.catalog import CANONICAL_TOPIC, DEADLETTER_TOPIC, raw_topic
 from topics.records import HEADER_RECORD
 
@@ -121,49 +129,18 @@ class Load:
             await producer.stop()
 
 
-class Watch:
-    """Reads topics from the beginning for the whole test, every record kept in arrival
-    order with the time it came. Its fetches time out after 10 s, so that a stopped
-    broker holds it back no longer than that."""
+class Watch(Observer):
+    """The output topics read from the beginning for the whole test (faults.Observer),
+    with fetches that time out after 10 s, so that a stopped broker holds it back no
+    longer than that."""
 
-    def __init__(self, bootstrap: str, topics: list[str]):
-        self.bootstrap, self.topics = bootstrap, topics
-        self.records: dict[str, list[Any]] = {t: [] for t in topics}
-        self.came: list[float] = []  # arrival time of each canonical record
-        self.ids: set[str] = set()
-        self._stop = False
-        self._task: asyncio.Task[None] | None = None
+    def __init__(self, settings: Settings, topics: list[str]):
+        super().__init__(settings, topics, request_timeout_ms=10_000)
 
-    async def start(self) -> Watch:
-        from aiokafka import AIOKafkaConsumer
-
-        consumer = AIOKafkaConsumer(*self.topics, bootstrap_servers=self.bootstrap,
-                                    group_id=None, auto_offset_reset="earliest",
-                                    enable_auto_commit=False, metadata_max_age_ms=1000,
-                                    request_timeout_ms=10_000,
-                                    fetch_max_bytes=50 * 1024 * 1024)
-        await consumer.start()
-
-        async def loop() -> None:
-            try:
-                while not self._stop:
-                    batch = await consumer.getmany(timeout_ms=100, max_records=20_000)
-                    now = time.monotonic()
-                    for tp, recs in batch.items():
-                        self.records[tp.topic].extend(recs)
-                        if tp.topic == CANONICAL_TOPIC:
-                            self.came.extend([now] * len(recs))
-                            self.ids.update(json.loads(r.value)["eventId"] for r in recs)
-            finally:
-                await consumer.stop()
-
-        self._task = asyncio.ensure_future(loop())
-        return self
-
-    async def stop(self) -> None:
-        self._stop = True
-        if self._task is not None:
-            await self._task
+    @property
+    def ids(self) -> set[str]:
+        """The distinct eventIds seen on agents.canonical."""
+        return self._ids[CANONICAL_TOPIC]
 
     async def flowing(self, since: int, sent: int, origin: dict[str, int],
                       partition: int | None, timeout: float, alive: Callable[[], bool]
@@ -249,7 +226,7 @@ async def _settled(cluster: KafkaCluster, timeout: float = 90.0) -> None:
 async def _faults(cluster: KafkaCluster, settings: Settings, run: Run, logs: Path) -> None:
     raw = raw_topic(BUSIEST)
     changelog = f"{settings.app_id}-sessions.{BUSIEST}-changelog"
-    watch = await Watch(cluster.bootstrap, [CANONICAL_TOPIC, DEADLETTER_TOPIC]).start()
+    watch = await Watch(settings, [CANONICAL_TOPIC, DEADLETTER_TOPIC]).start()
     load = Load(cluster.bootstrap, run.items)
     loading = asyncio.ensure_future(load.run())
     worker = _worker(settings, cluster.url, logs / "worker.log")
