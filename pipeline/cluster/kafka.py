@@ -60,6 +60,11 @@ POM = Path(__file__).resolve().parents[2] / "deploy" / "kafka" / "pom.xml"
 #: The JVM's largest heap. Measured: a broker under the test suite stays well inside
 #: it, and the process's resident size is about 0.4 GiB (docs/operating/broker.md).
 DEFAULT_HEAP = "256m"
+#: A cluster node's largest heap. A node restarted on data it must recover ran out of
+#: 256 MiB in the full test run: its log cleaner allocates its 128 MiB dedupe buffer at
+#: start, after log recovery has filled much of the heap (OutOfMemoryError in
+#: SkimpyOffsetMap, the node exits).
+CLUSTER_HEAP = "512m"
 #: The broker's settings besides its ports and data directory: Kafka's defaults, except
 #: what one node needs.
 SINGLE_NODE = {
@@ -434,7 +439,7 @@ class KafkaCluster:
 
     engine = "kafka"
 
-    def __init__(self, size: int = 3, host: str = "127.0.0.1", heap: str = DEFAULT_HEAP,
+    def __init__(self, size: int = 3, host: str = "127.0.0.1", heap: str = CLUSTER_HEAP,
                  config: dict[str, str] | None = None, log_dir: str | None = None):
         self.host, self.heap, self.config = host, heap, dict(config or {})
         self.version = kafka_version()
