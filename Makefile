@@ -55,7 +55,8 @@ docs: $(STAMP)
 
 # The suite mostly waits (workers joining their groups, settle windows), so it runs in
 # TEST_PROCESSES pytest-xdist processes, more than the cores (tests/conftest.py says how
-# it is spread); then the tests marked `serial`, which time themselves, alone.
+# it is spread), with the Tansu smoke set beside it on Kafka runs; then the tests
+# marked `serial`, which time themselves, alone.
 # The broker tests run on Apache Kafka (one per pytest process, tests/pipeline/brokers.py)
 # where java and mvn are installed, and then the smoke set (marked `tansu`) on the
 # embedded Tansu; elsewhere they all run on Tansu, and make says so in one line.
@@ -67,12 +68,19 @@ test: lint $(BUILT)
 	@if [ "$(TEST_BROKER)" = kafka ]; then $(PY) -m pipeline.cluster.kafka || exit 1; \
 	elif [ -z "$(HAVE_KAFKA)" ]; then \
 	    echo "make: no java or no mvn: the broker tests run on the embedded Tansu, not on Apache Kafka"; fi
-	export CANONFLOW_TEST_BROKER=$(TEST_BROKER); \
-	$(VENV)/bin/pytest -q --durations=15 -n $(TEST_PROCESSES) -m "not serial"; status=$$?; \
-	$(VENV)/bin/pytest -q --durations=5 -m serial || status=$$?; \
+	export CANONFLOW_TEST_BROKER=$(TEST_BROKER); status=0; \
 	if [ "$(TEST_BROKER)" = kafka ]; then \
-	    CANONFLOW_TEST_BROKER=tansu $(VENV)/bin/pytest -q -n $(TEST_PROCESSES) -m "tansu and not serial" || status=$$?; \
-	fi; exit $$status
+	    CANONFLOW_TEST_BROKER=tansu $(VENV)/bin/pytest -q -p no:cacheprovider -n 2 \
+	        --basetemp=$(VENV)/tansu-smoke-tmp -m "tansu and not serial" \
+	        > $(VENV)/tansu-smoke.log 2>&1 & smoke=$$!; \
+	fi; \
+	$(VENV)/bin/pytest -q --durations=15 -n $(TEST_PROCESSES) -m "not serial" || status=$$?; \
+	if [ "$(TEST_BROKER)" = kafka ]; then \
+	    wait $$smoke || status=$$?; echo "the smoke set on the embedded Tansu:"; \
+	    cat $(VENV)/tansu-smoke.log; \
+	fi; \
+	$(VENV)/bin/pytest -q --durations=5 -m serial || status=$$?; \
+	exit $$status
 
 conformance: $(BUILT)
 	python3 ../shared/conformance/canoncheck.py --cmd $(VENV)/bin/canonflow
