@@ -48,6 +48,7 @@ from tests.pipeline.faults import (
     total,
     workload,
 )
+from tests.pipeline.test_sessions_topic import CONVERSATION, T0
 from topics.catalog import CANONICAL_TOPIC, SESSIONS_TOPIC, changelog_spec, raw_topic
 
 pytestmark = [pytest.mark.broker,
@@ -69,13 +70,6 @@ CLEANING = {
 #: The longest a test waits for the cleaner (it takes a few seconds here).
 CLEANED_WITHIN = 180.0
 
-T0 = 1_764_000_000_000
-CONVERSATION = [
-    {"type": "thread.started", "thread_id": "th"}, {"type": "turn.started"},
-    {"type": "item.completed", "item": {"id": "item_0", "type": "agent_message", "text": "ok"}},
-    {"type": "turn.completed", "usage": {"input_tokens": 7, "cached_input_tokens": 2,
-                                         "output_tokens": 5}},
-]
 #: A key no session has: tombstones of it are what rolls agents.sessions' segments.
 FILLER = b"compaction-test-filler"
 
